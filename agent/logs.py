@@ -1,0 +1,70 @@
+"""Logging, configured once for the whole process.
+
+JSON lines when stdout is not a terminal (journald, containers), a readable
+console renderer on a TTY. Log with event names and key/value pairs::
+
+    log = get_logger(__name__)
+    log.info("voice_loaded", voice=name, seconds=elapsed)
+
+Bind a request id for everything logged while handling it with
+:func:`bind_request`.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import structlog
+
+__all__ = ["bind_request", "configure_logging", "get_logger"]
+
+_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
+           "error": logging.ERROR}
+_NOISY = ("paho", "watchdog", "onnxruntime")
+
+
+def configure_logging(level: str = "info", fmt: str = "auto") -> None:
+    """Configure structlog and the stdlib root logger; safe to call again (last call wins)."""
+    use_json = fmt == "json" or (fmt == "auto" and not sys.stdout.isatty())
+    numeric = _LEVELS.get(level, logging.INFO)
+    processors: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        structlog.processors.StackInfoRenderer(),
+    ]
+    renderer: Any
+    if use_json:
+        processors.append(structlog.processors.format_exc_info)
+        renderer = structlog.processors.JSONRenderer()
+    else:
+        renderer = structlog.dev.ConsoleRenderer(colors=sys.stdout.isatty())
+    structlog.configure(
+        processors=[*processors, renderer],
+        wrapper_class=structlog.make_filtering_bound_logger(numeric),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stdout),
+        cache_logger_on_first_use=False,
+    )
+    logging.basicConfig(level=numeric, stream=sys.stderr, force=True,
+                        format="%(levelname)s %(name)s: %(message)s")
+    for name in _NOISY:
+        logging.getLogger(name).setLevel(max(numeric, logging.WARNING))
+
+
+def get_logger(name: str) -> Any:
+    """A structlog logger tagged with the module name."""
+    return structlog.get_logger(name).bind(logger=name)
+
+
+@contextmanager
+def bind_request(request_id: str, **extra: Any) -> Iterator[None]:
+    """Bind ``request_id`` (and ``extra``) to every log line in this context."""
+    tokens = structlog.contextvars.bind_contextvars(request_id=request_id, **extra)
+    try:
+        yield
+    finally:
+        structlog.contextvars.reset_contextvars(**tokens)

@@ -1,0 +1,309 @@
+"""Deployment settings: one object, read once, from a TOML file and the environment.
+
+Sources, strongest first: keyword arguments (tests), environment variables
+(``TTS_AGENT_`` prefix, ``__`` for nesting, e.g. ``TTS_AGENT_MQTT__PORT``), the TOML
+file (``--config``, default ``/etc/tts-agent/agent.toml`` when it exists), defaults.
+Unknown keys are errors so a typo never silently falls back to a default.
+
+Secrets are :class:`pydantic.SecretStr` (masked when printed) and may be read from
+files, e.g. systemd credentials in ``$CREDENTIALS_DIRECTORY``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+__all__ = [
+    "DEFAULT_CONFIG_PATH",
+    "AudioSettings",
+    "CacheSettings",
+    "HealthSettings",
+    "LogSettings",
+    "ModelSettings",
+    "MqttSettings",
+    "Settings",
+    "SynthesisSettings",
+    "load_settings",
+]
+
+DEFAULT_CONFIG_PATH = Path("/etc/tts-agent/agent.toml")
+ENV_PREFIX = "TTS_AGENT_"
+_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelSettings(_Section):
+    dir: Path = Field(
+        default=Path("models"),
+        description="Directory holding voice bundles (models/<voice>/ or models/<voice>/current/).",
+    )
+    default_voice: str = Field(
+        default="en_US-joe-medium",
+        pattern=_NAME_PATTERN,
+        description="Voice used when a request names none.",
+    )
+    variant: Literal["auto", "fp32", "int8"] = Field(
+        default="auto",
+        description="Model variant to load; auto lets the hardware profile choose.",
+    )
+    watch: bool = Field(default=True, description="Hot-reload voices when their files change.")
+    watch_polling: bool = Field(
+        default=False,
+        description="Use the polling observer (filesystems without inotify).",
+    )
+    debounce_s: float = Field(
+        default=1.0, ge=0.0, le=60.0,
+        description="Quiet time after the last file event before a reload is attempted (s).",
+    )
+
+
+class SynthesisSettings(_Section):
+    max_text_chars: int = Field(
+        default=5000, ge=1, le=100_000, description="Longest text accepted per request."
+    )
+    phoneme_cache_size: int = Field(
+        default=1024, ge=0, le=1_000_000, description="Entries in the phonemization LRU cache."
+    )
+    sentence_silence_s: float = Field(
+        default=0.0, ge=0.0, le=5.0, description="Silence added after each sentence (s)."
+    )
+    intra_op_threads: int | None = Field(
+        default=None, ge=1, le=256,
+        description="onnxruntime intra-op threads; unset lets the hardware profile choose.",
+    )
+    inter_op_threads: int | None = Field(
+        default=None, ge=1, le=256,
+        description="onnxruntime inter-op threads; unset lets the hardware profile choose.",
+    )
+
+
+class CacheSettings(_Section):
+    dir: Path = Field(
+        default=Path("/var/cache/tts-agent"),
+        description="Directory for the phrase cache and optimised-model cache.",
+    )
+    max_mb: int = Field(default=256, ge=0, le=1_000_000, description="Phrase cache size limit (MiB).")
+    warm_phrases: list[str] = Field(
+        default_factory=list, max_length=1000,
+        description="Phrases pre-synthesized after each model load.",
+    )
+
+
+class AudioSettings(_Section):
+    device: str = Field(
+        default="default", min_length=1, max_length=512, description="ALSA PCM name."
+    )
+    mixer: str | None = Field(
+        default=None, max_length=128,
+        description="ALSA mixer control for device volume; unset = software volume.",
+    )
+    volume: float = Field(default=1.0, ge=0.0, le=1.0, description="Device volume 0.0-1.0.")
+    period_frames: int | None = Field(
+        default=None, ge=64, le=65536,
+        description="ALSA period size in frames; unset lets the hardware profile choose.",
+    )
+    buffer_periods: int | None = Field(
+        default=None, ge=2, le=64,
+        description="ALSA buffer size in periods; unset lets the hardware profile choose.",
+    )
+    lead_in_ms: int = Field(
+        default=0, ge=0, le=2000, description="Silence written before each utterance (ms)."
+    )
+    keep_open_s: float = Field(
+        default=5.0, ge=0.0, le=3600.0,
+        description="Keep the device open this long after the last utterance (s).",
+    )
+    fade_ms: int = Field(default=15, ge=0, le=500, description="Fade length on interrupt (ms).")
+    queue_max: int = Field(default=32, ge=1, le=10_000, description="Longest play queue.")
+    reopen_interval_s: float = Field(
+        default=2.0, ge=0.05, le=600.0,
+        description="How often a lost audio device is retried (s).",
+    )
+
+
+class MqttSettings(_Section):
+    enabled: bool = Field(default=True, description="Connect to an MQTT broker.")
+    host: str = Field(default="localhost", min_length=1, max_length=253, description="Broker host.")
+    port: int = Field(default=1883, ge=1, le=65535, description="Broker port.")
+    topic_prefix: str = Field(
+        default="tts", pattern=r"^[A-Za-z0-9_-][A-Za-z0-9_/-]{0,63}$",
+        description="First level(s) of every topic; no wildcards.",
+    )
+    protocol: Literal["5", "3.1.1"] = Field(default="5", description="MQTT protocol version.")
+    client_id: str | None = Field(
+        default=None, max_length=128, description="Client id; default tts-agent-<device_id>."
+    )
+    keepalive_s: int = Field(default=30, ge=5, le=3600, description="MQTT keepalive (s).")
+    session_expiry_s: int = Field(
+        default=3600, ge=0, le=2**32 - 1,
+        description="Persistent session lifetime after a disconnect (s), MQTT 5.",
+    )
+    username: str | None = Field(default=None, max_length=256, description="Broker user name.")
+    password: SecretStr | None = Field(default=None, description="Broker password (prefer password_file).")
+    password_file: Path | None = Field(
+        default=None,
+        description="File holding the broker password; relative to $CREDENTIALS_DIRECTORY if set.",
+    )
+    tls: bool = Field(default=False, description="Connect with TLS.")
+    ca_file: Path | None = Field(default=None, description="CA bundle used to verify the broker.")
+    cert_file: Path | None = Field(default=None, description="Client certificate (mutual TLS).")
+    key_file: Path | None = Field(default=None, description="Client private key (mutual TLS).")
+    groups: list[str] = Field(
+        default_factory=list, max_length=32,
+        description="Group names whose command topics this device also follows.",
+    )
+    hermes: bool = Field(default=True, description="Speak Hermes (Rhasspy/Snips) hermes/tts/say.")
+    site_id: str | None = Field(
+        default=None, max_length=128, description="Hermes site id; default the device id."
+    )
+    max_payload_bytes: int = Field(
+        default=65536, ge=256, le=10_000_000, description="Largest command payload accepted."
+    )
+    intake_queue: int = Field(
+        default=256, ge=1, le=100_000, description="Commands buffered between network and workers."
+    )
+    reconnect_min_s: float = Field(default=1.0, gt=0, le=60, description="First reconnect delay (s).")
+    reconnect_max_s: float = Field(default=60.0, gt=0, le=3600, description="Longest reconnect delay (s).")
+
+    @field_validator("groups")
+    @classmethod
+    def _check_groups(cls, groups: list[str]) -> list[str]:
+        for group in groups:
+            if not group or any(c in group for c in "/+#\0"):
+                raise ValueError(f"group name {group!r} must be non-empty and free of / + #")
+        return groups
+
+    @model_validator(mode="after")
+    def _check_tls(self) -> MqttSettings:
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("cert_file and key_file must be given together")
+        if self.password is not None and self.password_file is not None:
+            raise ValueError("give password or password_file, not both")
+        return self
+
+    def resolved_password(self) -> SecretStr | None:
+        """The broker password, reading ``password_file`` when one is configured."""
+        if self.password_file is None:
+            return self.password
+        path = self.password_file
+        creds = os.environ.get("CREDENTIALS_DIRECTORY")
+        if creds and not path.is_absolute():
+            path = Path(creds) / path
+        return SecretStr(path.read_text(encoding="utf-8").rstrip("\r\n"))
+
+
+class HealthSettings(_Section):
+    interval_s: float = Field(
+        default=30.0, ge=1.0, le=86_400.0, description="Health publish interval (s)."
+    )
+    stall_s: float = Field(
+        default=30.0, ge=1.0, le=3600.0,
+        description="A worker busy on one item longer than this counts as hung (s).",
+    )
+
+
+class LogSettings(_Section):
+    level: Literal["debug", "info", "warning", "error"] = Field(
+        default="info", description="Lowest level logged."
+    )
+    format: Literal["auto", "json", "console"] = Field(
+        default="auto", description="auto: console on a TTY, JSON lines otherwise."
+    )
+
+
+class Settings(BaseSettings):
+    """Everything a deployment can configure."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter="__",
+        extra="forbid",
+        frozen=True,
+        toml_file=None,
+    )
+
+    device_id: str = Field(
+        default_factory=socket.gethostname, pattern=_NAME_PATTERN,
+        description="This device's id in topics and events (default: hostname).",
+    )
+    models: ModelSettings = Field(default_factory=ModelSettings, description="Voice models.")
+    synthesis: SynthesisSettings = Field(default_factory=SynthesisSettings, description="Synthesis.")
+    cache: CacheSettings = Field(default_factory=CacheSettings, description="Caches.")
+    audio: AudioSettings = Field(default_factory=AudioSettings, description="ALSA output.")
+    mqtt: MqttSettings = Field(default_factory=MqttSettings, description="MQTT channel.")
+    health: HealthSettings = Field(default_factory=HealthSettings, description="Health reports.")
+    log: LogSettings = Field(default_factory=LogSettings, description="Logging.")
+    profile: str | None = Field(
+        default=None, pattern=_NAME_PATTERN,
+        description="Hardware profile name; unset = detect from the system.",
+    )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
+
+    def masked(self) -> dict[str, Any]:
+        """The effective settings as JSON-able data, secrets masked."""
+        return self.model_dump(mode="json")  # SecretStr dumps as "**********"
+
+
+class ConfigError(Exception):
+    """The configuration could not be read or is invalid."""
+
+
+def load_settings(config: Path | None = None, **overrides: Any) -> Settings:
+    """Read the settings from ``config`` (or the default file when it exists) and the environment.
+
+    Raises :class:`ConfigError` with a readable message for a missing/unreadable file,
+    bad TOML, or fields that fail validation.
+    """
+    import tomllib
+
+    from pydantic import ValidationError
+
+    path = config
+    if path is None and DEFAULT_CONFIG_PATH.is_file():
+        path = DEFAULT_CONFIG_PATH
+    if path is not None:
+        if not path.is_file():
+            raise ConfigError(f"config file not found: {path}")
+        try:
+            tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
+
+    class _FileSettings(Settings):
+        model_config = SettingsConfigDict(toml_file=path)
+
+    try:
+        return _FileSettings(**overrides)
+    except ValidationError as exc:
+        where = f" in {path} or the environment" if path else " in the environment"
+        lines = [f"invalid settings{where}:"]
+        for err in exc.errors():
+            loc = ".".join(str(p) for p in err["loc"]) or "(root)"
+            lines.append(f"  {loc}: {err['msg']}")
+        raise ConfigError("\n".join(lines)) from exc
