@@ -1,0 +1,59 @@
+"""``tts-agent models import``: lay out a Piper voice as a verified bundle under models.dir."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from agent.commands import CommandError, add_config_argument, settings_from_args
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("models", help="manage installed voice bundles")
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    imp = actions.add_parser("import", help="copy X.onnx + X.onnx.json into models/X/ with a manifest")
+    add_config_argument(imp)
+    imp.add_argument("onnx", type=Path, help="the voice's .onnx file (its .onnx.json beside it)")
+    imp.add_argument("--version", default="1.0.0", help="version recorded in the manifest")
+    imp.add_argument("--source", default="local", help="where the voice came from (manifest)")
+    imp.add_argument("--variant", default="fp32", choices=["fp32", "int8"])
+    imp.add_argument("--models-dir", type=Path, default=None, help="default: models.dir setting")
+    imp.set_defaults(handler=run_import)
+    verify = actions.add_parser("verify", help="check every installed bundle against its manifest")
+    add_config_argument(verify)
+    verify.set_defaults(handler=run_verify)
+
+
+def run_import(args: argparse.Namespace) -> int:
+    from agent.bundle import BundleError, import_voice
+
+    settings = settings_from_args(args)
+    models_dir = args.models_dir or settings.models.dir
+    try:
+        bundle = import_voice(args.onnx, models_dir, version=args.version, source=args.source,
+                              variant=args.variant)
+    except BundleError as exc:
+        raise CommandError(str(exc)) from exc
+    except OSError as exc:
+        raise CommandError(f"cannot import {args.onnx}: {exc}") from exc
+    print(json.dumps({"voice": bundle.voice, "dir": str(bundle.dir), "version": bundle.version,
+                      "sha256": bundle.sha256}, indent=2))
+    return 0
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    from agent.bundle import BundleError, resolve_bundle_dir, verify_bundle
+    from agent.voices import VoiceLibrary
+
+    settings = settings_from_args(args)
+    failed = 0
+    for name in VoiceLibrary(settings).names():
+        try:
+            verify_bundle(resolve_bundle_dir(settings.models.dir / name))
+            print(f"{name}: ok")
+        except BundleError as exc:
+            failed += 1
+            print(f"{name}: FAILED: {exc}")
+    return 1 if failed else 0

@@ -1,0 +1,171 @@
+"""``tts-agent synth``, ``voices`` and ``phonemize``: the engine from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import wave
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agent.commands import CommandError, add_config_argument, settings_from_args
+
+if TYPE_CHECKING:
+    from agent.settings import Settings
+    from agent.voice import Voice
+
+MAX_STDIN_BYTES = 1 << 20
+
+
+def register(subparsers: Any) -> None:
+    synth = subparsers.add_parser("synth", help="synthesize text to a WAV file")
+    add_config_argument(synth)
+    synth.add_argument("--text", help="text to speak (default: read standard input)")
+    synth.add_argument("--out", type=Path, required=True, help="WAV file to write ('-' = stdout)")
+    synth.add_argument("--voice", help="voice name (default: models.default_voice)")
+    synth.add_argument("--length-scale", type=float, help="speech duration factor (>1 slower)")
+    synth.add_argument("--noise-scale", type=float, help="generator noise (0 = deterministic)")
+    synth.add_argument("--noise-w", type=float, help="duration noise (0 = deterministic)")
+    synth.add_argument("--speaker", type=int, help="speaker id of a multi-speaker voice")
+    synth.set_defaults(handler=run_synth)
+
+    voices = subparsers.add_parser("voices", help="list installed voices")
+    add_config_argument(voices)
+    voices.add_argument("--json", action="store_true", help="machine-readable output")
+    voices.set_defaults(handler=run_voices)
+
+    phon = subparsers.add_parser("phonemize", help="show what the text frontend makes of a text")
+    add_config_argument(phon)
+    phon.add_argument("--text", help="text (default: read standard input)")
+    phon.add_argument("--voice", help="voice whose language and id map to use")
+    phon.add_argument("--json", action="store_true", help="print JSON (the default is also JSON)")
+    phon.set_defaults(handler=run_phonemize)
+
+
+def _text(args: argparse.Namespace) -> str:
+    if args.text is not None:
+        return str(args.text)
+    data = sys.stdin.buffer.read(MAX_STDIN_BYTES + 1)
+    if len(data) > MAX_STDIN_BYTES:
+        raise CommandError(f"standard input is larger than {MAX_STDIN_BYTES} bytes")
+    return data.decode("utf-8", errors="replace")
+
+
+def _voice(settings: Settings, name: str | None) -> Voice:
+    from agent.voice import VoiceLoadError
+    from agent.voices import VoiceLibrary, VoiceNotFound
+
+    try:
+        return VoiceLibrary(settings).get(name)
+    except (VoiceNotFound, VoiceLoadError) as exc:
+        raise CommandError(str(exc)) from exc
+
+
+def _float_param(value: float | None, name: str, low: float, high: float) -> float | None:
+    if value is not None and not low <= value <= high:
+        raise CommandError(f"{name} must be between {low} and {high}")
+    return value
+
+
+def run_synth(args: argparse.Namespace) -> int:
+    from agent.frontend import TextError
+    from agent.voice import SynthesisParams
+
+    from agent.frontend import normalize_text
+
+    settings = settings_from_args(args)
+    text = _text(args)
+    try:
+        normalize_text(text, settings.synthesis.max_text_chars)  # fail before loading a model
+    except TextError as exc:
+        raise CommandError(str(exc)) from exc
+    params = SynthesisParams(
+        length_scale=_float_param(args.length_scale, "--length-scale", 0.1, 10.0),
+        noise_scale=_float_param(args.noise_scale, "--noise-scale", 0.0, 2.0),
+        noise_w=_float_param(args.noise_w, "--noise-w", 0.0, 2.0),
+        speaker_id=args.speaker,
+    )
+    voice = _voice(settings, args.voice)
+    try:
+        chunks = voice.synthesize(text, params)
+        first = next(chunks)
+    except TextError as exc:
+        raise CommandError(str(exc)) from exc
+    except ValueError as exc:
+        raise CommandError(str(exc)) from exc
+    out = sys.stdout.buffer if str(args.out) == "-" else None
+    try:
+        target: Any = out if out is not None else open(args.out, "wb")  # noqa: SIM115
+    except OSError as exc:
+        raise CommandError(f"cannot write {args.out}: {exc}") from exc
+    with target, wave.open(target, "wb") as wav:
+        wav.setnchannels(first.format.channels)
+        wav.setsampwidth(first.format.width)
+        wav.setframerate(first.format.rate)
+        seconds = 0.0
+        for chunk in [first, *chunks]:
+            wav.writeframes(chunk.audio)
+            seconds += chunk.seconds
+    if out is None:
+        print(json.dumps({"out": str(args.out), "voice": voice.name, "seconds": round(seconds, 3),
+                          "sample_rate": first.format.rate}))
+    return 0
+
+
+def run_voices(args: argparse.Namespace) -> int:
+    from agent.bundle import BundleError, read_manifest, resolve_bundle_dir
+
+    settings = settings_from_args(args)
+    rows = []
+    for entry in sorted(settings.models.dir.glob("*")) if settings.models.dir.is_dir() else []:
+        if entry.name.startswith(".") or not entry.is_dir():
+            continue
+        try:
+            manifest = read_manifest(resolve_bundle_dir(entry))
+        except BundleError as exc:
+            rows.append({"voice": entry.name, "error": str(exc)})
+            continue
+        rows.append({
+            "voice": manifest["voice"], "version": manifest["version"],
+            "sample_rate": manifest["sample_rate"], "variants": sorted(manifest["variants"]),
+            "default": manifest["voice"] == settings.models.default_voice,
+        })
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    elif not rows:
+        print(f"no voices installed in {settings.models.dir}")
+    for row in rows if not args.json else []:
+        if "error" in row:
+            print(f"{row['voice']}  BROKEN: {row['error']}")
+        else:
+            mark = " (default)" if row["default"] else ""
+            print(f"{row['voice']}  {row['version']}  {row['sample_rate']} Hz  "
+                  f"{','.join(row['variants'])}{mark}")
+    return 0
+
+
+def run_phonemize(args: argparse.Namespace) -> int:
+    from agent.bundle import BundleError, read_manifest
+    from agent.frontend import Frontend, TextError
+    from agent.voice import VoiceConfig, VoiceLoadError
+    from agent.voices import VoiceLibrary, VoiceNotFound
+
+    settings = settings_from_args(args)
+    library = VoiceLibrary(settings)
+    try:
+        bundle_dir = library.bundle_dir(args.voice or settings.models.default_voice)
+        config = VoiceConfig.from_file(bundle_dir / read_manifest(bundle_dir)["config"])
+    except (VoiceNotFound, VoiceLoadError, BundleError) as exc:
+        raise CommandError(str(exc)) from exc
+    frontend = Frontend(config.espeak_voice, config.phoneme_id_map,
+                        max_chars=settings.synthesis.max_text_chars, cache_size=0)
+    try:
+        sentences = frontend.sentences(_text(args))
+    except TextError as exc:
+        raise CommandError(str(exc)) from exc
+    print(json.dumps({"sentences": [
+        {"text": s.text, "phonemes": "".join(s.phonemes), "ids": frontend.ids(s)}
+        for s in sentences
+    ]}, ensure_ascii=False))
+    return 0

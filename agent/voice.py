@@ -1,0 +1,216 @@
+"""A loaded Piper voice: verified bundle + onnxruntime session + text frontend.
+
+``Voice.synthesize`` turns text into one 16-bit PCM :class:`AudioChunk` per sentence, lazily,
+so a caller can start playing the first sentence while the next is synthesized. The model is
+warmed up at load (one short inference), so the first real request does not pay for
+onnxruntime's lazy initialisation, and a model that produces silence or NaNs is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agent.audio_format import AudioChunk
+from agent.bundle import Bundle, BundleError, verify_bundle
+from agent.frontend import Frontend, Sentence
+from agent.logs import get_logger
+from agent.onnx_session import RuntimeOptions, create_session
+
+__all__ = ["SynthesisParams", "Voice", "VoiceConfig", "VoiceLoadError"]
+
+log = get_logger(__name__)
+
+WARMUP_TEXT = "Ready."
+REQUIRED_INPUTS = ("input", "input_lengths", "scales")
+MAX_CONFIG_BYTES = 1 << 20
+
+
+class VoiceLoadError(Exception):
+    """A voice could not be loaded: bad bundle, bad config, wrong model signature, bad output."""
+
+
+@dataclass(frozen=True, slots=True)
+class SynthesisParams:
+    """Per-request synthesis settings; ``None`` means the voice's own default."""
+
+    length_scale: float | None = None
+    """Phoneme duration multiplier: > 1 is slower speech."""
+    noise_scale: float | None = None
+    """Generator noise (expressiveness); 0 makes output deterministic."""
+    noise_w: float | None = None
+    """Duration-predictor noise (rhythm variation); 0 makes durations deterministic."""
+    speaker_id: int | None = None
+    """Speaker of a multi-speaker voice."""
+
+
+@dataclass(frozen=True, slots=True)
+class VoiceConfig:
+    """What a Piper ``.onnx.json`` says about its voice."""
+
+    espeak_voice: str
+    sample_rate: int
+    phoneme_id_map: Mapping[str, Sequence[int]]
+    length_scale: float = 1.0
+    noise_scale: float = 0.667
+    noise_w: float = 0.8
+    num_speakers: int = 1
+    speaker_id_map: Mapping[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def from_file(cls, path: Path) -> VoiceConfig:
+        try:
+            if path.stat().st_size > MAX_CONFIG_BYTES:
+                raise VoiceLoadError(f"{path}: voice config larger than {MAX_CONFIG_BYTES} bytes")
+            data = json.loads(path.read_text(encoding="utf-8"))
+            inference = data.get("inference", {})
+            id_map = {str(k): [int(i) for i in v] for k, v in data["phoneme_id_map"].items()}
+            return cls(
+                espeak_voice=str(data["espeak"]["voice"]),
+                sample_rate=int(data["audio"]["sample_rate"]),
+                phoneme_id_map=id_map,
+                length_scale=float(inference.get("length_scale", 1.0)),
+                noise_scale=float(inference.get("noise_scale", 0.667)),
+                noise_w=float(inference.get("noise_w", 0.8)),
+                num_speakers=int(data.get("num_speakers", 1)),
+                speaker_id_map={str(k): int(v) for k, v in data.get("speaker_id_map", {}).items()},
+            )
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise VoiceLoadError(f"{path}: not a usable Piper voice config: {exc!r}") from exc
+
+
+class Voice:
+    """One voice variant, loaded and warm. Thread-safe: ``synthesize`` may run concurrently."""
+
+    def __init__(
+        self,
+        bundle: Bundle,
+        *,
+        variant: str = "fp32",
+        runtime: RuntimeOptions | None = None,
+        max_chars: int = 5000,
+        phoneme_cache_size: int = 1024,
+        sentence_silence_s: float = 0.0,
+        max_clause_phonemes: int = 0,
+    ) -> None:
+        started = time.monotonic()
+        self.bundle = bundle
+        self.name = bundle.voice
+        self.version = bundle.version
+        self.variant = variant
+        self.config = VoiceConfig.from_file(bundle.config_path)
+        if self.config.sample_rate != bundle.sample_rate:
+            raise VoiceLoadError(
+                f"{bundle.voice}: config says {self.config.sample_rate} Hz, "
+                f"manifest says {bundle.sample_rate} Hz"
+            )
+        self.sample_rate = self.config.sample_rate
+        self.sentence_silence_s = sentence_silence_s
+        self.max_clause_phonemes = max_clause_phonemes
+        self.frontend = Frontend(self.config.espeak_voice, self.config.phoneme_id_map,
+                                 max_chars=max_chars, cache_size=phoneme_cache_size)
+        model_path = bundle.model_path(variant)
+        try:
+            self.session, self.provider = create_session(model_path, runtime or RuntimeOptions())
+        except BundleError:
+            raise
+        except Exception as exc:  # onnxruntime raises its own exception types
+            raise VoiceLoadError(f"{model_path}: onnxruntime cannot load it: {exc}") from exc
+        self._check_signature()
+        self.warmup_s = self._warm_up()
+        self.load_s = time.monotonic() - started
+        self.loaded_at = time.time()
+        log.info("voice_loaded", voice=self.name, version=self.version, variant=variant,
+                 provider=self.provider, load_s=round(self.load_s, 3),
+                 warmup_s=round(self.warmup_s, 3))
+
+    @classmethod
+    def load(cls, bundle_dir: Path, **kwargs: Any) -> Voice:
+        """Verify the bundle in ``bundle_dir`` against its manifest, then load it."""
+        try:
+            bundle = verify_bundle(bundle_dir)
+        except BundleError as exc:
+            raise VoiceLoadError(str(exc)) from exc
+        return cls(bundle, **kwargs)
+
+    @property
+    def sha256(self) -> str:
+        """sha256 of the loaded model file."""
+        return self.bundle.sha256[self.bundle.model_path(self.variant).name]
+
+    def _check_signature(self) -> None:
+        names = {i.name for i in self.session.get_inputs()}
+        missing = [n for n in REQUIRED_INPUTS if n not in names]
+        if missing:
+            raise VoiceLoadError(
+                f"{self.name}: model inputs {sorted(names)} lack {missing}; not a Piper voice"
+            )
+        self._has_sid = "sid" in names
+        if self.config.num_speakers > 1 and not self._has_sid:
+            raise VoiceLoadError(f"{self.name}: multi-speaker config but the model has no sid input")
+        if not self.session.get_outputs():
+            raise VoiceLoadError(f"{self.name}: model has no outputs")
+
+    def _warm_up(self) -> float:
+        started = time.monotonic()
+        audio = self.ids_to_audio(self.frontend.ids(self.frontend.sentences(WARMUP_TEXT)[0]),
+                                  SynthesisParams())
+        if audio.size == 0 or not np.all(np.isfinite(audio)):
+            raise VoiceLoadError(f"{self.name}: warm-up produced no audio or non-finite samples")
+        if float(np.max(np.abs(audio))) < 1e-4:
+            raise VoiceLoadError(f"{self.name}: warm-up produced silence")
+        return time.monotonic() - started
+
+    def ids_to_audio(self, ids: Sequence[int], params: SynthesisParams) -> np.ndarray:
+        """Run the model on one sentence's phoneme ids; float32 mono samples, unnormalised."""
+        config = self.config
+        feeds: dict[str, np.ndarray] = {
+            "input": np.asarray([ids], dtype=np.int64),
+            "input_lengths": np.asarray([len(ids)], dtype=np.int64),
+            "scales": np.asarray(
+                [
+                    config.noise_scale if params.noise_scale is None else params.noise_scale,
+                    config.length_scale if params.length_scale is None else params.length_scale,
+                    config.noise_w if params.noise_w is None else params.noise_w,
+                ],
+                dtype=np.float32,
+            ),
+        }
+        if self._has_sid:
+            speaker = params.speaker_id or 0
+            if not 0 <= speaker < max(1, config.num_speakers):
+                raise ValueError(f"speaker id {speaker} out of range 0..{config.num_speakers - 1}")
+            feeds["sid"] = np.asarray([speaker], dtype=np.int64)
+        audio = self.session.run(None, feeds)[0]
+        return np.asarray(audio, dtype=np.float32).reshape(-1)
+
+    def sentences(self, text: str) -> list[Sentence]:
+        """The frontend's sentences for ``text`` (raises ``TextError`` for unspeakable text)."""
+        return self.frontend.sentences(text, self.max_clause_phonemes)
+
+    def synthesize(self, text: str, params: SynthesisParams | None = None) -> Iterator[AudioChunk]:
+        """One 16-bit mono chunk per sentence, synthesized as the caller iterates.
+
+        Text errors (empty, too long) are raised before the first chunk.
+        """
+        return self.synthesize_sentences(self.sentences(text), params)
+
+    def synthesize_sentences(
+        self, sentences: Sequence[Sentence], params: SynthesisParams | None = None
+    ) -> Iterator[AudioChunk]:
+        """Like :meth:`synthesize` for sentences the caller has already made."""
+        params = params or SynthesisParams()
+        silence = np.zeros(int(self.sentence_silence_s * self.sample_rate), dtype=np.float32)
+        for sentence in sentences:
+            audio = self.ids_to_audio(self.frontend.ids(sentence), params)
+            peak = float(np.max(np.abs(audio))) if audio.size else 0.0
+            audio = audio / peak if peak > 1e-8 else np.zeros_like(audio)
+            if silence.size:
+                audio = np.concatenate([audio, silence])
+            yield AudioChunk.from_float(audio, self.sample_rate, sentence.text)
