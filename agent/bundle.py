@@ -68,7 +68,8 @@ class Bundle:
             return self.variants[variant]
         except KeyError:
             have = ", ".join(sorted(self.variants)) or "none"
-            raise BundleError(f"voice {self.voice} has no {variant} variant (has: {have})") from None
+            raise BundleError(
+                f"voice {self.voice} has no {variant} variant (has: {have})") from None
 
 
 def sha256_file(path: Path) -> str:

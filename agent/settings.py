@@ -69,6 +69,11 @@ class ModelSettings(_Section):
         default=1.0, ge=0.0, le=60.0,
         description="Quiet time after the last file event before a reload is attempted (s).",
     )
+    pending_timeout_s: float = Field(
+        default=60.0, ge=0.0, le=3600.0,
+        description="How long a bundle may look half-written (sizes not matching its manifest) "
+        "before it is validated anyway and rejected (s).",
+    )
 
 
 class SynthesisSettings(_Section):
@@ -89,6 +94,38 @@ class SynthesisSettings(_Section):
         default=None, ge=1, le=256,
         description="onnxruntime inter-op threads; unset lets the hardware profile choose.",
     )
+    execution_mode: Literal["sequential", "parallel"] | None = Field(
+        default=None,
+        description="onnxruntime execution mode; unset lets the hardware profile choose.",
+    )
+    graph_optimization: Literal["disable", "basic", "extended", "all"] | None = Field(
+        default=None,
+        description="onnxruntime graph optimisation level; unset lets the hardware profile choose.",
+    )
+    thread_affinity: Literal["none", "big_cores"] | None = Field(
+        default=None,
+        description="Pin onnxruntime threads to the big cores; unset lets the hardware profile "
+                    "choose.",
+    )
+    allow_spinning: bool | None = Field(
+        default=None,
+        description="Let idle onnxruntime threads spin; unset lets the hardware profile choose.",
+    )
+    providers: list[Literal["tensorrt", "cuda", "cpu"]] | None = Field(
+        default=None, min_length=1, max_length=3,
+        description="Execution providers in order of preference; when set, the first one is "
+                    "required (no fallback). Unset lets the hardware profile choose.",
+    )
+    profiles_dir: Path | None = Field(
+        default=None,
+        description="Extra directory of hardware profile files; a file there replaces the "
+                    "shipped profile of the same name.",
+    )
+    tune_file: Path | None = Field(
+        default=None,
+        description="Where `tts-agent tune` stores the measured best thread setting, which then "
+                    "overrides the profile; default <cache.dir>/tune.json.",
+    )
 
 
 class CacheSettings(_Section):
@@ -96,7 +133,8 @@ class CacheSettings(_Section):
         default=Path("/var/cache/tts-agent"),
         description="Directory for the phrase cache and optimised-model cache.",
     )
-    max_mb: int = Field(default=256, ge=0, le=1_000_000, description="Phrase cache size limit (MiB).")
+    max_mb: int = Field(default=256, ge=0, le=1_000_000,
+                        description="Phrase cache size limit (MiB).")
     warm_phrases: list[str] = Field(
         default_factory=list, max_length=1000,
         description="Phrases pre-synthesized after each model load.",
@@ -133,6 +171,33 @@ class AudioSettings(_Section):
         default=2.0, ge=0.05, le=600.0,
         description="How often a lost audio device is retried (s).",
     )
+    mixer_device: str = Field(
+        default="default", min_length=1, max_length=128,
+        description="ALSA control device holding the mixer control (e.g. hw:1).",
+    )
+    rate: int | None = Field(
+        default=None, ge=8000, le=384_000,
+        description="Sample rate to run the device at (Hz), resampling in software; "
+        "unset = the voice's rate, or the nearest rate the device takes.",
+    )
+    channels: int | None = Field(
+        default=None, ge=1, le=8,
+        description="Channels to open the device with (mono is copied to all); "
+        "unset = the voice's channel count, or what the device takes.",
+    )
+    volume_ramp_ms: int = Field(
+        default=50, ge=0, le=2000,
+        description="Time a software volume change takes to reach its new level (ms).",
+    )
+    producer_timeout_s: float = Field(
+        default=60.0, ge=1.0, le=3600.0,
+        description="An utterance that waits this long for its next audio chunk fails (s).",
+    )
+    item_buffer_s: float = Field(
+        default=30.0, ge=1.0, le=3600.0,
+        description="Synthesized audio one request may hold ahead of playback (s); "
+        "the producer waits when it is full.",
+    )
 
 
 class MqttSettings(_Section):
@@ -153,7 +218,8 @@ class MqttSettings(_Section):
         description="Persistent session lifetime after a disconnect (s), MQTT 5.",
     )
     username: str | None = Field(default=None, max_length=256, description="Broker user name.")
-    password: SecretStr | None = Field(default=None, description="Broker password (prefer password_file).")
+    password: SecretStr | None = Field(default=None,
+                                       description="Broker password (prefer password_file).")
     password_file: Path | None = Field(
         default=None,
         description="File holding the broker password; relative to $CREDENTIALS_DIRECTORY if set.",
@@ -176,8 +242,10 @@ class MqttSettings(_Section):
     intake_queue: int = Field(
         default=256, ge=1, le=100_000, description="Commands buffered between network and workers."
     )
-    reconnect_min_s: float = Field(default=1.0, gt=0, le=60, description="First reconnect delay (s).")
-    reconnect_max_s: float = Field(default=60.0, gt=0, le=3600, description="Longest reconnect delay (s).")
+    reconnect_min_s: float = Field(default=1.0, gt=0, le=60,
+                                   description="First reconnect delay (s).")
+    reconnect_max_s: float = Field(default=60.0, gt=0, le=3600,
+                                   description="Longest reconnect delay (s).")
 
     @field_validator("groups")
     @classmethod
@@ -214,6 +282,42 @@ class HealthSettings(_Section):
         default=30.0, ge=1.0, le=3600.0,
         description="A worker busy on one item longer than this counts as hung (s).",
     )
+    state_check_s: float = Field(
+        default=5.0, ge=0.5, le=3600.0,
+        description="How often the overall state is re-evaluated; a change of state is "
+                    "published at once, not at the next interval (s).",
+    )
+    window: int = Field(
+        default=200, ge=10, le=100_000,
+        description="Most recent requests the latency, RTF and first-audio percentiles cover.",
+    )
+    failure_ratio: float = Field(
+        default=0.5, ge=0.0, le=1.0,
+        description="Share of failed requests in the window (at least 5 requests) at which the "
+                    "device counts as degraded; 0 switches the rule off.",
+    )
+    temp_degraded_c: float = Field(
+        default=80.0, ge=30.0, le=150.0,
+        description="CPU temperature at or above which the device counts as degraded (deg C).",
+    )
+    disk_min_free_mb: int = Field(
+        default=100, ge=0, le=10_000_000,
+        description="Free space on the cache filesystem below which the device counts as "
+                    "degraded (MiB); 0 switches the rule off.",
+    )
+    prometheus_file: Path | None = Field(
+        default=None,
+        description="Write the health figures in Prometheus text format to this file (for "
+                    "node_exporter's textfile collector, e.g. "
+                    "/var/lib/prometheus/node-exporter/tts_agent.prom); unset = off.",
+    )
+
+    @field_validator("prometheus_file")
+    @classmethod
+    def _check_prometheus_file(cls, path: Path | None) -> Path | None:
+        if path is not None and path.suffix != ".prom":
+            raise ValueError("node_exporter's textfile collector only reads files ending in .prom")
+        return path
 
 
 class LogSettings(_Section):
@@ -241,7 +345,8 @@ class Settings(BaseSettings):
         description="This device's id in topics and events (default: hostname).",
     )
     models: ModelSettings = Field(default_factory=ModelSettings, description="Voice models.")
-    synthesis: SynthesisSettings = Field(default_factory=SynthesisSettings, description="Synthesis.")
+    synthesis: SynthesisSettings = Field(default_factory=SynthesisSettings,
+                                         description="Synthesis.")
     cache: CacheSettings = Field(default_factory=CacheSettings, description="Caches.")
     audio: AudioSettings = Field(default_factory=AudioSettings, description="ALSA output.")
     mqtt: MqttSettings = Field(default_factory=MqttSettings, description="MQTT channel.")

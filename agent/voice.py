@@ -153,18 +153,24 @@ class Voice:
             )
         self._has_sid = "sid" in names
         if self.config.num_speakers > 1 and not self._has_sid:
-            raise VoiceLoadError(f"{self.name}: multi-speaker config but the model has no sid input")
+            raise VoiceLoadError(
+                f"{self.name}: multi-speaker config but the model has no sid input")
         if not self.session.get_outputs():
             raise VoiceLoadError(f"{self.name}: model has no outputs")
 
+    warmup_text = WARMUP_TEXT
+
     def _warm_up(self) -> float:
+        """One inference before serving: onnxruntime initialises lazily, and a model that
+        yields no audio, NaNs or silence is refused here rather than on a user's request."""
         started = time.monotonic()
         audio = self.ids_to_audio(self.frontend.ids(self.frontend.sentences(WARMUP_TEXT)[0]),
-                                  SynthesisParams())
+                                  SynthesisParams(noise_scale=0.0, noise_w=0.0))
         if audio.size == 0 or not np.all(np.isfinite(audio)):
             raise VoiceLoadError(f"{self.name}: warm-up produced no audio or non-finite samples")
         if float(np.max(np.abs(audio))) < 1e-4:
             raise VoiceLoadError(f"{self.name}: warm-up produced silence")
+        self.warmup_audio_s = audio.size / self.sample_rate
         return time.monotonic() - started
 
     def ids_to_audio(self, ids: Sequence[int], params: SynthesisParams) -> np.ndarray:

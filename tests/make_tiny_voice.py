@@ -32,14 +32,14 @@ def phoneme_id_map() -> dict[str, list[int]]:
     return {symbol: [index] for index, symbol in enumerate(SYMBOLS)}
 
 
-def build_model(path: Path, *, input_name: str = "input") -> None:
+def build_model(path: Path, *, input_name: str = "input", gain: float = 0.5) -> None:
     """Write the ONNX model; ``input_name`` lets tests make a model with the wrong signature."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
     t = np.arange(HOP, dtype=np.float32) / SAMPLE_RATE
     freqs = 200.0 + 20.0 * np.arange(NUM_SYMBOLS, dtype=np.float32)
-    table = (0.5 * np.sin(2 * np.pi * freqs[:, None] * t[None, :])).astype(np.float32)
+    table = (gain * np.sin(2 * np.pi * freqs[:, None] * t[None, :])).astype(np.float32)
     nodes = [
         helper.make_node("Gather", ["table", input_name], ["frames"], axis=0),
         helper.make_node("Reshape", ["frames", "out_shape"], ["flat"]),
@@ -86,13 +86,15 @@ def build_config(path: Path) -> None:
     path.write_text(json.dumps(config, ensure_ascii=False), encoding="utf-8")
 
 
-def build_bundle(models_dir: Path, *, version: str = "1.0.0", input_name: str = "input") -> Path:
-    """Write ``models_dir/tiny-test/`` (model, config, manifest); returns the bundle dir."""
+def build_bundle(models_dir: Path, *, version: str = "1.0.0", input_name: str = "input",
+                 gain: float = 0.5, bundle: Path | None = None) -> Path:
+    """Write ``models_dir/tiny-test/`` (or ``bundle``): model, config, manifest; returns the
+    bundle dir. A different ``gain`` gives a model with different bytes (a "new version")."""
     from agent.bundle import write_manifest
 
-    bundle = models_dir / VOICE
+    bundle = bundle or models_dir / VOICE
     bundle.mkdir(parents=True, exist_ok=True)
-    build_model(bundle / f"{VOICE}.onnx", input_name=input_name)
+    build_model(bundle / f"{VOICE}.onnx", input_name=input_name, gain=gain)
     build_config(bundle / f"{VOICE}.onnx.json")
     write_manifest(bundle, voice=VOICE, version=version, sample_rate=SAMPLE_RATE,
                    variants={"fp32": f"{VOICE}.onnx"}, config=f"{VOICE}.onnx.json",

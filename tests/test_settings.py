@@ -90,7 +90,7 @@ def test_check_config_prints_masked_settings(tmp_path: Path) -> None:
     assert "hunter2" not in result.stdout
     data = json.loads(result.stdout)
     assert data["mqtt"]["username"] == "u"
-    assert data["mqtt"]["password"] == "**********"
+    assert data["mqtt"]["password"] == "**********"  # noqa: S105
 
 
 def test_check_config_reports_errors_with_nonzero_exit(tmp_path: Path) -> None:

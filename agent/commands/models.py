@@ -13,7 +13,8 @@ from agent.commands import CommandError, add_config_argument, settings_from_args
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("models", help="manage installed voice bundles")
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    imp = actions.add_parser("import", help="copy X.onnx + X.onnx.json into models/X/ with a manifest")
+    imp = actions.add_parser("import",
+                             help="copy X.onnx + X.onnx.json into models/X/ with a manifest")
     add_config_argument(imp)
     imp.add_argument("onnx", type=Path, help="the voice's .onnx file (its .onnx.json beside it)")
     imp.add_argument("--version", default="1.0.0", help="version recorded in the manifest")
@@ -24,6 +25,17 @@ def register(subparsers: Any) -> None:
     verify = actions.add_parser("verify", help="check every installed bundle against its manifest")
     add_config_argument(verify)
     verify.set_defaults(handler=run_verify)
+    activate = actions.add_parser(
+        "activate", help="validate a staged version and point models/<voice>/current at it")
+    add_config_argument(activate)
+    activate.add_argument("voice")
+    activate.add_argument("version")
+    activate.set_defaults(handler=run_activate)
+    rollback = actions.add_parser(
+        "rollback", help="point models/<voice>/current back at the previously live version")
+    add_config_argument(rollback)
+    rollback.add_argument("voice", nargs="?", help="default: models.default_voice")
+    rollback.set_defaults(handler=run_activate)
 
 
 def run_import(args: argparse.Namespace) -> int:
@@ -57,3 +69,25 @@ def run_verify(args: argparse.Namespace) -> int:
             failed += 1
             print(f"{name}: FAILED: {exc}")
     return 1 if failed else 0
+
+
+def run_activate(args: argparse.Namespace) -> int:
+    """``activate`` and ``rollback``: validated here (the model is loaded and warmed up), then the
+    ``current`` link is switched; a running agent's watcher picks the switch up."""
+    from agent.voices import VoiceLibrary, VoiceNotFound
+
+    settings = settings_from_args(args)
+    library = VoiceLibrary(settings)
+    name = args.voice or settings.models.default_voice
+    try:
+        if args.action == "rollback":
+            result = library.rollback(name)
+        else:
+            library.get(name)  # the live version must load before anything is switched
+            result = library.activate(name, args.version)
+    except VoiceNotFound as exc:
+        raise CommandError(str(exc)) from exc
+    print(json.dumps(result.as_dict()))
+    if result.outcome == "rejected":
+        raise CommandError(f"{name} {result.version}: rejected: {result.reason}")
+    return 0

@@ -69,10 +69,8 @@ def _float_param(value: float | None, name: str, low: float, high: float) -> flo
 
 
 def run_synth(args: argparse.Namespace) -> int:
-    from agent.frontend import TextError
+    from agent.frontend import TextError, normalize_text
     from agent.voice import SynthesisParams
-
-    from agent.frontend import normalize_text
 
     settings = settings_from_args(args)
     text = _text(args)
@@ -117,7 +115,7 @@ def run_voices(args: argparse.Namespace) -> int:
     from agent.bundle import BundleError, read_manifest, resolve_bundle_dir
 
     settings = settings_from_args(args)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for entry in sorted(settings.models.dir.glob("*")) if settings.models.dir.is_dir() else []:
         if entry.name.startswith(".") or not entry.is_dir():
             continue
