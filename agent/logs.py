@@ -56,8 +56,8 @@ def configure_logging(level: str = "info", fmt: str = "auto") -> None:
 
 
 def get_logger(name: str) -> Any:
-    """A structlog logger tagged with the module name."""
-    return structlog.get_logger(name).bind(logger=name)
+    """A structlog logger tagged with the module name; lazy, so it follows later configuration."""
+    return structlog.get_logger(module=name)
 
 
 @contextmanager

@@ -44,6 +44,7 @@ from agent.bundle import (
     sha256_file,
 )
 from agent.logs import get_logger
+from agent.memory import trim_heap
 from agent.onnx_session import RuntimeOptions
 from agent.settings import Settings
 from agent.voice import Voice, VoiceLoadError
@@ -302,6 +303,11 @@ class VoiceLibrary:
             self._seen[name] = fingerprint
         self._report(ReloadResult(name, "loaded", version=voice.version), voice=voice,
                      replaced=old)
+        if old is not None:
+            # Requests still holding the old voice keep it alive; whatever is already free
+            # goes back to the OS now instead of piling up over reloads.
+            del old
+            trim_heap()
 
     def _report(self, result: ReloadResult, voice: Voice | None = None,
                 replaced: Voice | None = None) -> ReloadResult:
