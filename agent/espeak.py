@@ -2,23 +2,50 @@
 
 Why the system library: it is packaged for x86_64 and aarch64 alike, security-updated by
 the distribution, and needs no compiler. Wheels that carry their own espeak-ng exist only for
-x86_64 (espeakng-loader) or are GPL runtimes we must not depend on (piper-tts). How close its
-phonemes come to the ones the voice was trained on is measured by ``bench/phoneme_parity.py``.
+x86_64 (espeakng-loader) or are GPL runtimes we must not depend on (piper-tts). And it is the
+build closest to what the voices expect: ``bench/phoneme_parity.py`` finds Debian's 1.51 giving
+the very ids of piper-phonemize 1.1.0, the phonemizer Piper 1.0 voices were trained with, on
+its whole corpus, while upstream 1.52 changes the vowel of 'or' words and the espeak-ng inside
+piper-tts 1.8 adds a linking glide the voice has never seen (docs/readme/frontend.md).
+
+Another build can be chosen without code changes, for benchmarks or a board with a newer
+espeak-ng: ``TTS_AGENT_ESPEAK_LIBRARY`` names the shared library (a path, or a name for the
+dynamic loader) and ``TTS_AGENT_ESPEAK_DATA`` its ``espeak-ng-data`` directory (unset: the
+library's compiled-in default, which is right for the system package). The keyword arguments
+``library`` and ``data_path`` of :class:`EspeakPhonemizer` do the same and win over the
+environment. One process loads one build: the first phonemizer decides.
 
 espeak-ng keeps global state and is not thread-safe, so every call goes through one lock.
-``espeak_TextToPhonemes`` phonemizes one clause per call and advances the text pointer; the
-clause's terminating punctuation is recovered from the text it consumed (the system library
-has no ``TextToPhonemesWithTerminator``).
+``espeak_TextToPhonemes`` phonemizes one clause per call and advances the text pointer. Builds
+that export ``espeak_TextToPhonemesWithTerminator`` (the fork Piper is trained with) report each
+clause's terminator; with the others (Debian's 1.51, upstream 1.52) the terminator is recovered
+from the text the clause consumed, with espeak-ng's own rules (see :func:`terminator_of`).
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 
-__all__ = ["Clause", "EspeakError", "EspeakPhonemizer"]
+__all__ = [
+    "CLAUSE_TERMINATORS",
+    "DATA_ENV",
+    "LIBRARY_ENV",
+    "SENTENCE_TERMINATORS",
+    "Clause",
+    "EspeakError",
+    "EspeakPhonemizer",
+    "terminator_of",
+]
+
+LIBRARY_ENV = "TTS_AGENT_ESPEAK_LIBRARY"
+"""Environment variable: the espeak-ng shared library to load instead of the system one."""
+DATA_ENV = "TTS_AGENT_ESPEAK_DATA"
+"""Environment variable: the ``espeak-ng-data`` directory that goes with that library."""
 
 _AUDIO_OUTPUT_SYNCHRONOUS = 2
 _INITIALIZE_DONT_EXIT = 0x8000
@@ -26,9 +53,34 @@ _CHARS_UTF8 = 1
 _PHONEMES_IPA = 0x02
 _EE_OK = 0
 
+# espeak-ng's clause codes (readclause.h), as espeak_TextToPhonemesWithTerminator reports them.
+_CLAUSE_TYPE_SENTENCE = 0x00080000
+_CLAUSE_PUNCTUATION_MASK = 0x000FFFFF
+_CLAUSE_CODES = {
+    40 | 0x0000 | _CLAUSE_TYPE_SENTENCE: ".",
+    20 | 0x1000 | 0x00040000: ",",
+    40 | 0x2000 | _CLAUSE_TYPE_SENTENCE: "?",
+    45 | 0x3000 | _CLAUSE_TYPE_SENTENCE: "!",
+    30 | 0x0000 | 0x00040000: ":",
+    30 | 0x1000 | 0x00040000: ";",
+}
+
 SENTENCE_TERMINATORS = frozenset(".?!")
 CLAUSE_TERMINATORS = frozenset(",:;") | SENTENCE_TERMINATORS
-_CLOSERS = "\"')]}»”’ \t\n"
+# The marks espeak-ng ends a clause on (punct_chars in its readclause.c, the ones English text
+# meets), as (terminator, end of sentence) the way espeak_TextToPhonemesWithTerminator reports
+# them through Piper's mask: the full-width marks and the ellipsis keep a flag bit that makes
+# them match no terminator.
+_CLAUSE_ENDS: dict[str, tuple[str, bool]] = {
+    ".": (".", True), "?": ("?", True), "!": ("!", True),
+    ",": (",", False), ":": (":", False), ";": (";", False),
+    "\u2013": (";", False), "\u2014": (";", False),  # en dash, em dash
+    "\u2026": ("", False),  # ellipsis
+    "\uff0e": ("", True), "\uff1f": ("", True), "\uff01": ("", True), "\u3002": ("", True),
+    "\uff0c": ("", False), "\uff1a": ("", False), "\uff1b": ("", False), "\u3001": ("", False),
+}
+# What may stand between a clause's punctuation and the end of what it consumed.
+_CLOSERS = "\"')]}\u00bb\u201d\u2019 \t\n"
 
 
 class EspeakError(RuntimeError):
@@ -49,58 +101,114 @@ class Clause:
     """True when the clause ends a sentence."""
 
 
-def _load_library() -> ctypes.CDLL:
-    names = [ctypes.util.find_library("espeak-ng"), "libespeak-ng.so.1", "libespeak-ng.so"]
+@dataclass(frozen=True, slots=True)
+class _Library:
+    cdll: ctypes.CDLL
+    name: str
+    data_path: str | None
+    version: str
+    has_terminator_api: bool
+
+
+def _candidates(library: str | None) -> list[str]:
+    if library:
+        return [library]
+    return [name for name in (ctypes.util.find_library("espeak-ng"), "libespeak-ng.so.1",
+                              "libespeak-ng.so") if name]
+
+
+def _check_data_path(data_path: str) -> None:
+    # espeak-ng silently falls back to its built-in path when the one it is given is not an
+    # espeak-ng-data directory (or one holding it), which would pair a library with the wrong
+    # data: refuse instead.
+    base = Path(data_path)
+    if not ((base / "phontab").is_file() or (base / "espeak-ng-data" / "phontab").is_file()):
+        raise EspeakError(f"{data_path} is not an espeak-ng-data directory (no phontab)")
+
+
+def _open(library: str | None, data_path: str | None) -> _Library:
+    if data_path:
+        _check_data_path(data_path)
     errors = []
-    for name in names:
-        if not name:
-            continue
+    for name in _candidates(library):
         try:
-            return ctypes.CDLL(name)
+            cdll = ctypes.CDLL(name)
         except OSError as exc:
             errors.append(str(exc))
-    raise EspeakError(
-        "libespeak-ng not found; install the libespeak-ng1 package (./build.sh does)"
-        + (f" ({'; '.join(errors)})" if errors else "")
-    )
+            continue
+        return _initialize(cdll, name, data_path)
+    hint = f"{library} could not be loaded" if library else (
+        "libespeak-ng not found; install the libespeak-ng1 package (./build.sh does)")
+    raise EspeakError(hint + (f" ({'; '.join(errors)})" if errors else ""))
 
 
-def _terminator(consumed: str) -> str:
-    tail = consumed.rstrip(_CLOSERS)
-    if tail.endswith(("...", "…")):
-        return ""
-    return tail[-1] if tail and tail[-1] in CLAUSE_TERMINATORS else ""
+def _initialize(cdll: ctypes.CDLL, name: str, data_path: str | None) -> _Library:
+    cdll.espeak_Initialize.restype = ctypes.c_int
+    cdll.espeak_Initialize.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
+    cdll.espeak_SetVoiceByName.restype = ctypes.c_int
+    cdll.espeak_SetVoiceByName.argtypes = [ctypes.c_char_p]
+    cdll.espeak_TextToPhonemes.restype = ctypes.c_char_p
+    cdll.espeak_TextToPhonemes.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int,
+                                           ctypes.c_int]
+    cdll.espeak_Info.restype = ctypes.c_char_p
+    cdll.espeak_Info.argtypes = [ctypes.c_void_p]
+    has_terminator_api = hasattr(cdll, "espeak_TextToPhonemesWithTerminator")
+    if has_terminator_api:
+        function = cdll.espeak_TextToPhonemesWithTerminator
+        function.restype = ctypes.c_char_p
+        function.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, ctypes.c_int,
+                             ctypes.POINTER(ctypes.c_int)]
+    rate = cdll.espeak_Initialize(_AUDIO_OUTPUT_SYNCHRONOUS, 0,
+                                  data_path.encode() if data_path else None,
+                                  _INITIALIZE_DONT_EXIT)
+    if rate <= 0:
+        raise EspeakError(f"espeak_Initialize failed for {name} (data: {data_path or 'default'};"
+                          " is espeak-ng-data installed and of the same version?)")
+    version = (cdll.espeak_Info(None) or b"").decode("ascii", "replace")
+    return _Library(cdll, name, data_path, version, has_terminator_api)
 
 
 class EspeakPhonemizer:
-    """Text to IPA clauses with espeak-ng. One instance per process is enough."""
+    """Text to IPA clauses with espeak-ng. One instance per process is enough.
+
+    ``library``/``data_path`` choose the espeak-ng build (default: ``TTS_AGENT_ESPEAK_LIBRARY``
+    and ``TTS_AGENT_ESPEAK_DATA``, else the system library). ``terminator_api=False`` makes the
+    phonemizer recover terminators from the text even where the library could report them (the
+    benchmark measures that path against the reference). Any thread may call :meth:`clauses`.
+    """
 
     _lock = threading.Lock()
-    _lib: ctypes.CDLL | None = None
+    _library: _Library | None = None
 
-    def __init__(self, voice: str) -> None:
+    def __init__(self, voice: str, *, library: str | None = None, data_path: str | None = None,
+                 terminator_api: bool = True) -> None:
         self.voice = voice
+        library = library or os.environ.get(LIBRARY_ENV) or None
+        data_path = data_path or os.environ.get(DATA_ENV) or None
         with self._lock:
-            if EspeakPhonemizer._lib is None:
-                lib = _load_library()
-                lib.espeak_Initialize.restype = ctypes.c_int
-                lib.espeak_Initialize.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_char_p,
-                                                  ctypes.c_int]
-                lib.espeak_SetVoiceByName.restype = ctypes.c_int
-                lib.espeak_SetVoiceByName.argtypes = [ctypes.c_char_p]
-                lib.espeak_TextToPhonemes.restype = ctypes.c_char_p
-                lib.espeak_TextToPhonemes.argtypes = [ctypes.POINTER(ctypes.c_void_p),
-                                                      ctypes.c_int, ctypes.c_int]
-                rate = lib.espeak_Initialize(_AUDIO_OUTPUT_SYNCHRONOUS, 0, None,
-                                             _INITIALIZE_DONT_EXIT)
-                if rate <= 0:
-                    raise EspeakError("espeak_Initialize failed (is espeak-ng-data installed?)")
-                EspeakPhonemizer._lib = lib
+            loaded = EspeakPhonemizer._library
+            if loaded is None:
+                loaded = EspeakPhonemizer._library = _open(library, data_path)
+            elif (library and library != loaded.name) or (
+                    data_path and data_path != loaded.data_path):
+                raise EspeakError(f"espeak-ng is already loaded from {loaded.name} (data:"
+                                  f" {loaded.data_path or 'default'}); one process cannot also"
+                                  f" load {library or loaded.name} (data: {data_path})")
             self._select_voice()
+        self.terminator_api = terminator_api and loaded.has_terminator_api
+
+    @property
+    def version(self) -> str:
+        """The loaded espeak-ng's version, e.g. ``1.51``."""
+        return _loaded().version
+
+    @property
+    def library(self) -> str:
+        """The shared library espeak-ng was loaded from (as given to the dynamic loader)."""
+        return _loaded().name
 
     def _select_voice(self) -> None:
-        assert self._lib is not None
-        if self._lib.espeak_SetVoiceByName(self.voice.encode()) != _EE_OK:
+        if _loaded().cdll.espeak_SetVoiceByName(self.voice.encode()) != _EE_OK:
             raise EspeakError(f"espeak-ng has no voice {self.voice!r}")
 
     def clauses(self, text: str) -> list[Clause]:
@@ -109,36 +217,94 @@ class EspeakPhonemizer:
         buffer = ctypes.create_string_buffer(encoded)
         base = ctypes.addressof(buffer)
         pointer = ctypes.c_void_p(base)
+        code = ctypes.c_int(0)
         out: list[Clause] = []
         with self._lock:
-            assert self._lib is not None
+            cdll = _loaded().cdll
             self._select_voice()
             start = 0
             while pointer.value is not None:
-                raw = self._lib.espeak_TextToPhonemes(ctypes.byref(pointer), _CHARS_UTF8,
-                                                      _PHONEMES_IPA)
-                if pointer.value is None:
-                    end = len(encoded)
+                if self.terminator_api:
+                    raw = cdll.espeak_TextToPhonemesWithTerminator(
+                        ctypes.byref(pointer), _CHARS_UTF8, _PHONEMES_IPA, ctypes.byref(code))
                 else:
-                    # espeak reads one character of the next clause ahead: give it back.
-                    end = _back_one_char(encoded, max(start, min(pointer.value - base,
-                                                                 len(encoded))), start)
+                    raw = cdll.espeak_TextToPhonemes(ctypes.byref(pointer), _CHARS_UTF8,
+                                                     _PHONEMES_IPA)
+                end = _absorb_closers(encoded, start, _consumed_end(
+                    encoded, start, None if pointer.value is None else pointer.value - base))
                 consumed = encoded[start:end].decode("utf-8", errors="replace")
                 start = end
                 phonemes = _strip_language_flags((raw or b"").decode("utf-8", "replace")).strip()
-                term = _terminator(consumed)
+                if self.terminator_api:
+                    term = _CLAUSE_CODES.get(code.value & _CLAUSE_PUNCTUATION_MASK, "")
+                    end_of_sentence = bool(code.value & _CLAUSE_TYPE_SENTENCE)
+                else:
+                    term, end_of_sentence = terminator_of(consumed)
                 if not phonemes and not term:
                     continue
-                out.append(Clause(consumed.strip(), phonemes, term, term in SENTENCE_TERMINATORS))
+                out.append(Clause(consumed.strip(), phonemes, term, end_of_sentence))
         return out
 
 
-def _back_one_char(encoded: bytes, end: int, start: int) -> int:
-    """The offset of the last UTF-8 character before ``end`` (not before ``start``)."""
+def _loaded() -> _Library:
+    library = EspeakPhonemizer._library
+    if library is None:  # only reachable if someone bypasses __init__
+        raise EspeakError("espeak-ng is not loaded")
+    return library
+
+
+def _consumed_end(encoded: bytes, start: int, pointer_offset: int | None) -> int:
+    """Where the clause that started at ``start`` ends, given where espeak left the pointer.
+
+    espeak-ng reads one character of the next clause ahead before it returns; give it back.
+    """
+    if pointer_offset is None:
+        return len(encoded)
+    end = max(start, min(pointer_offset, len(encoded)))
     pos = end - 1
     while pos > start and (encoded[pos] & 0xC0) == 0x80:
         pos -= 1
     return max(pos, start)
+
+
+_CLOSING_MARKS = tuple(mark.encode() for mark in "\"')]}\u00bb\u201d\u2019")
+
+
+def _absorb_closers(encoded: bytes, start: int, end: int) -> int:
+    """Move quotes and brackets that close a clause's last word from the next clause into it.
+
+    espeak-ng leaves them to the next clause; for the clause texts (what callers show and log),
+    ``He said "Hi." "Bye."`` reads better as ``He said "Hi."`` and ``"Bye."``.
+    """
+    tail = encoded[start:end].rstrip()
+    if len(tail) != end - start or not tail:
+        return end  # whitespace before the mark: it opens the next clause
+    moved = True
+    while moved and end < len(encoded):
+        moved = False
+        for mark in _CLOSING_MARKS:
+            if encoded.startswith(mark, end):
+                end += len(mark)
+                moved = True
+    return end
+
+
+def terminator_of(consumed: str) -> tuple[str, bool]:
+    """The terminator and sentence-end flag of a clause, recovered from the text it consumed.
+
+    espeak-ng has already decided where the clause ends; this names the punctuation it ended
+    on the way the reference runtime reports it: a run of ``?``/``!`` counts as its first mark,
+    dashes are semicolons, an ellipsis and the full-width marks carry no terminator (the latter
+    still end a sentence), and punctuation in a clause without a letter or digit ends nothing.
+    """
+    if not any(ch.isalnum() for ch in consumed):
+        return "", False
+    tail = consumed.rstrip(_CLOSERS)
+    if tail.endswith("..."):
+        return "", False
+    run = len(tail) - len(tail.rstrip("?!"))
+    mark = tail[-run] if run else tail[-1:]
+    return _CLAUSE_ENDS.get(mark, ("", False))
 
 
 def _strip_language_flags(phonemes: str) -> str:

@@ -82,14 +82,18 @@ def clause_phonemes(clause: Clause) -> list[str]:
 def group_sentences(clauses: Sequence[Clause], max_clause_phonemes: int = 0) -> list[Sentence]:
     """Join clauses into sentences at sentence ends.
 
+    Grouping, punctuation and spacing are Piper's, so the ids match the reference runtime's.
     With ``max_clause_phonemes > 0`` a sentence is also cut after a clause once it holds at least
-    that many phonemes, so the first audio of a long sentence comes from its first clause.
+    that many phonemes, so the first audio of a long sentence comes from its first clause; a cut
+    piece ends on its clause's punctuation, without the space that would lead to the next one.
     """
     sentences: list[Sentence] = []
     texts: list[str] = []
     phonemes: list[str] = []
 
-    def flush() -> None:
+    def flush(cut: bool) -> None:
+        while cut and phonemes and phonemes[-1] == " ":
+            phonemes.pop()
         if phonemes:
             sentences.append(Sentence(" ".join(texts), tuple(phonemes)))
         texts.clear()
@@ -98,9 +102,11 @@ def group_sentences(clauses: Sequence[Clause], max_clause_phonemes: int = 0) -> 
     for clause in clauses:
         texts.append(clause.text)
         phonemes.extend(clause_phonemes(clause))
-        if clause.end_of_sentence or (0 < max_clause_phonemes <= len(phonemes)):
-            flush()
-    flush()
+        if clause.end_of_sentence:
+            flush(cut=False)
+        elif 0 < max_clause_phonemes <= len(phonemes):
+            flush(cut=True)
+    flush(cut=False)
     return sentences
 
 
@@ -122,7 +128,11 @@ def phonemes_to_ids(phonemes: Sequence[str], id_map: Mapping[str, Sequence[int]]
 
 
 class Frontend:
-    """Normalise, phonemize and map text for one voice's espeak language and id map."""
+    """Normalise, phonemize and map text for one voice's espeak language and id map.
+
+    ``phonemizer`` is the espeak-ng wrapper to use (default: a new one for ``espeak_voice`` on
+    the library :mod:`agent.espeak` chooses). Methods may be called from any thread.
+    """
 
     def __init__(
         self,
@@ -131,13 +141,17 @@ class Frontend:
         *,
         max_chars: int = 5000,
         cache_size: int = 1024,
+        phonemizer: EspeakPhonemizer | None = None,
     ) -> None:
         for symbol in (BOS, EOS, PAD):
             if symbol not in id_map:
                 raise ValueError(f"phoneme_id_map lacks the {symbol!r} symbol")
         self.id_map = id_map
         self.max_chars = max_chars
-        self._espeak = EspeakPhonemizer(espeak_voice)
+        if phonemizer is not None and phonemizer.voice != espeak_voice:
+            raise ValueError(f"phonemizer speaks {phonemizer.voice!r}, the voice needs"
+                             f" {espeak_voice!r}")
+        self._espeak = phonemizer or EspeakPhonemizer(espeak_voice)
         self._clauses = lru_cache(maxsize=cache_size)(self._clauses_uncached)
 
     def _clauses_uncached(self, text: str) -> tuple[Clause, ...]:
