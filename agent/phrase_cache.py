@@ -41,9 +41,12 @@ MAGIC = b"TTSPC1\n"
 MAX_HEADER_BYTES = 64 * 1024
 
 
-def cache_key(text: str, voice: str, model_sha256: str, params: SynthesisParams) -> str:
-    """The cache key of ``text`` (already normalised) spoken by that exact model with ``params``."""
-    material = json.dumps([text, voice, model_sha256, astuple(params)], ensure_ascii=False)
+def cache_key(text: str, voice: str, model_sha256: str, params: SynthesisParams,
+              chunking: int = 0) -> str:
+    """The cache key of ``text`` (already normalised) spoken by that exact model with ``params``;
+    ``chunking`` is the voice's clause-splitting threshold, which also changes the audio."""
+    material = json.dumps([text, voice, model_sha256, astuple(params), chunking],
+                          ensure_ascii=False)
     return hashlib.sha256(material.encode("utf-8")).hexdigest()
 
 

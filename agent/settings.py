@@ -86,6 +86,11 @@ class SynthesisSettings(_Section):
     sentence_silence_s: float = Field(
         default=0.0, ge=0.0, le=5.0, description="Silence added after each sentence (s)."
     )
+    max_clause_phonemes: int = Field(
+        default=60, ge=0, le=10_000,
+        description="Cut a long sentence after a clause (at , ; : or a dash) once it holds this "
+        "many phonemes, so speech starts before the whole sentence is synthesized; 0 = off.",
+    )
     intra_op_threads: int | None = Field(
         default=None, ge=1, le=256,
         description="onnxruntime intra-op threads; unset lets the hardware profile choose.",

@@ -271,6 +271,7 @@ class VoiceLibrary:
                 max_chars=synthesis.max_text_chars,
                 phoneme_cache_size=synthesis.phoneme_cache_size,
                 sentence_silence_s=synthesis.sentence_silence_s,
+                max_clause_phonemes=synthesis.max_clause_phonemes,
             )
         except VoiceLoadError:
             raise

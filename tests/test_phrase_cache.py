@@ -33,6 +33,7 @@ def test_key_depends_on_everything_that_changes_audio() -> None:
     assert base != cache_key("Hello.", "v", "b" * 64, SynthesisParams())  # model swapped
     assert base != cache_key("Hello.", "v", "a" * 64, SynthesisParams(length_scale=1.2))
     assert base != cache_key("Hello.", "v", "a" * 64, SynthesisParams(noise_scale=0.0))
+    assert base != cache_key("Hello.", "v", "a" * 64, SynthesisParams(), chunking=60)
 
 
 def test_round_trip_keeps_chunks_format_and_text(tmp_path: Path) -> None:
