@@ -1,33 +1,239 @@
 """The one place that turns runtime choices into onnxruntime session options and providers.
 
-Nothing else in the code base creates ``SessionOptions`` or picks execution providers.
+Nothing else in the code base creates ``SessionOptions`` or picks execution providers. The
+hardware profile decides (:func:`agent.hardware.resolve_profile`),
+:meth:`RuntimeOptions.from_profile` carries the decision here, and :func:`create_session`
+applies it:
+
+* intra-/inter-op thread counts, execution mode, graph optimisation level;
+* thread affinity: intra-op worker threads pinned to the big cores
+  (``session.intra_op_thread_affinities``; onnxruntime wants one entry per worker, i.e.
+  ``intra_op_threads - 1``, with 1-based CPU numbers); :func:`pin_current_thread` pins the
+  calling thread, which onnxruntime uses as the remaining intra-op thread;
+* spinning policy (``session.intra_op.allow_spinning`` / ``session.inter_op.allow_spinning``);
+* execution providers as an explicit list: TensorRT/CUDA only when they are wanted (the profile
+  keeps them only when a GPU was detected) AND this onnxruntime build has them, CPU last. The
+  provider actually used is returned and logged; a fallback is never silent (a warning, or an
+  error when ``require_provider`` is set).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
-__all__ = ["RuntimeOptions", "create_session"]
+from agent.logs import get_logger
+
+if TYPE_CHECKING:
+    from agent.hardware.effective import EffectiveProfile
+
+__all__ = [
+    "ORT_PROVIDER_NAMES",
+    "ProviderError",
+    "RuntimeOptions",
+    "build_session_options",
+    "create_session",
+    "pin_current_thread",
+    "plan_providers",
+]
+
+log = get_logger(__name__)
+
+Provider = Literal["tensorrt", "cuda", "cpu"]
+ORT_PROVIDER_NAMES: dict[str, str] = {
+    "tensorrt": "TensorrtExecutionProvider",
+    "cuda": "CUDAExecutionProvider",
+    "cpu": "CPUExecutionProvider",
+}
+_OPT_LEVELS = {
+    "disable": "ORT_DISABLE_ALL",
+    "basic": "ORT_ENABLE_BASIC",
+    "extended": "ORT_ENABLE_EXTENDED",
+    "all": "ORT_ENABLE_ALL",
+}
+
+
+class ProviderError(RuntimeError):
+    """A required execution provider is not available or onnxruntime fell back from it."""
 
 
 @dataclass(frozen=True, slots=True)
 class RuntimeOptions:
-    """What the hardware profile (or an explicit setting) decided for onnxruntime."""
+    """What the hardware profile (or an explicit setting) decided for onnxruntime.
+
+    The defaults (1 thread, CPU) are safe anywhere; real deployments use :meth:`from_profile`.
+    """
 
     intra_op_threads: int = 1
     inter_op_threads: int = 1
+    execution_mode: Literal["sequential", "parallel"] = "sequential"
+    graph_optimization: Literal["disable", "basic", "extended", "all"] = "all"
+    affinity_cpus: tuple[int, ...] = ()
+    """0-based CPU ids the intra-op worker threads are pinned to; empty = not pinned."""
+    allow_spinning: bool = True
+    providers: tuple[Provider, ...] = ("cpu",)
+    """Preference order; unavailable GPU providers are skipped (with a warning)."""
+    require_provider: bool = False
+    """Fail instead of falling back when the first provider cannot be used."""
+    optimized_model_path: Path | None = None
+    """Where onnxruntime saves the optimised graph (``optimized_model_filepath``)."""
+    enable_cpu_mem_arena: bool = True
+    enable_mem_pattern: bool = True
+    gpu_cache_dir: Path | None = None
+    """TensorRT engine cache directory (TensorRT only)."""
+    config_entries: tuple[tuple[str, str], ...] = field(default=())
+    """Further ``session.*`` config entries, applied last (for experiments and benchmarks)."""
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.intra_op_threads <= 256:
+            raise ValueError(f"intra_op_threads {self.intra_op_threads} not in 1..256")
+        if not 1 <= self.inter_op_threads <= 64:
+            raise ValueError(f"inter_op_threads {self.inter_op_threads} not in 1..64")
+        if any(c < 0 or c >= 4096 for c in self.affinity_cpus):
+            raise ValueError(f"affinity CPUs {self.affinity_cpus} out of range")
+        unknown = [p for p in self.providers if p not in ORT_PROVIDER_NAMES]
+        if not self.providers or unknown:
+            raise ValueError(f"providers {list(self.providers)} must be from "
+                             f"{sorted(ORT_PROVIDER_NAMES)}")
+
+    @classmethod
+    def from_profile(cls, profile: EffectiveProfile, **extra: Any) -> RuntimeOptions:
+        """The options an effective hardware profile asks for; ``extra`` overrides any field."""
+        rt = profile.runtime
+        options = cls(
+            intra_op_threads=rt.intra_op_threads,
+            inter_op_threads=rt.inter_op_threads,
+            execution_mode=rt.execution_mode,
+            graph_optimization=rt.graph_optimization,
+            affinity_cpus=rt.affinity_cpus,
+            allow_spinning=rt.allow_spinning,
+            providers=rt.providers,
+            require_provider=rt.require_provider,
+        )
+        return replace(options, **extra) if extra else options
+
+    def affinity_string(self) -> str | None:
+        """The ``session.intra_op_thread_affinities`` value, or None when not pinned.
+
+        One entry per worker thread (``intra_op_threads - 1``; the calling thread is the other
+        one), each the whole pinned set in onnxruntime's 1-based numbering, e.g. ``"5-8;5-8;5-8"``
+        for 4 threads on CPUs 4-7: the scheduler may move a worker between big cores but never
+        onto a little one.
+        """
+        if not self.affinity_cpus or self.intra_op_threads < 2:
+            return None
+        cpus = ",".join(str(c + 1) for c in sorted(set(self.affinity_cpus)))
+        return ";".join([cpus] * (self.intra_op_threads - 1))
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-able summary for logs and health."""
+        return {
+            "intra_op_threads": self.intra_op_threads,
+            "inter_op_threads": self.inter_op_threads,
+            "execution_mode": self.execution_mode,
+            "graph_optimization": self.graph_optimization,
+            "affinity_cpus": list(self.affinity_cpus),
+            "allow_spinning": self.allow_spinning,
+            "providers": list(self.providers),
+        }
 
 
-def create_session(model_path: Path, runtime: RuntimeOptions) -> tuple[Any, str]:
-    """Load ``model_path`` into an ``InferenceSession``; returns it and the provider in use."""
+def build_session_options(runtime: RuntimeOptions) -> Any:
+    """The ``onnxruntime.SessionOptions`` for ``runtime`` (nothing else builds one)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = runtime.intra_op_threads
     options.inter_op_num_threads = runtime.inter_op_threads
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    session = ort.InferenceSession(str(model_path), sess_options=options,
-                                   providers=["CPUExecutionProvider"])
-    return session, session.get_providers()[0]
+    options.execution_mode = (ort.ExecutionMode.ORT_PARALLEL if runtime.execution_mode == "parallel"
+                              else ort.ExecutionMode.ORT_SEQUENTIAL)
+    options.graph_optimization_level = getattr(ort.GraphOptimizationLevel,
+                                               _OPT_LEVELS[runtime.graph_optimization])
+    options.enable_cpu_mem_arena = runtime.enable_cpu_mem_arena
+    options.enable_mem_pattern = runtime.enable_mem_pattern
+    if runtime.optimized_model_path is not None:
+        options.optimized_model_filepath = str(runtime.optimized_model_path)
+    spinning = "1" if runtime.allow_spinning else "0"
+    options.add_session_config_entry("session.intra_op.allow_spinning", spinning)
+    options.add_session_config_entry("session.inter_op.allow_spinning", spinning)
+    affinity = runtime.affinity_string()
+    if affinity is not None:
+        options.add_session_config_entry("session.intra_op_thread_affinities", affinity)
+    for key, value in runtime.config_entries:
+        options.add_session_config_entry(key, value)
+    return options
+
+
+def plan_providers(
+    runtime: RuntimeOptions, available: Sequence[str]
+) -> tuple[list[str | tuple[str, dict[str, str]]], list[str]]:
+    """The explicit provider list for onnxruntime, and notes about providers skipped.
+
+    ``available`` is ``onnxruntime.get_available_providers()``. CPU always closes the list (it
+    runs the nodes a GPU provider does not take). Raises :class:`ProviderError` when
+    ``require_provider`` is set and the first provider is missing from this build.
+    """
+    plan: list[str | tuple[str, dict[str, str]]] = []
+    notes: list[str] = []
+    for provider in runtime.providers:
+        name = ORT_PROVIDER_NAMES[provider]
+        if name not in available:
+            note = f"{name} requested but this onnxruntime build lacks it (has {list(available)})"
+            if runtime.require_provider and provider == runtime.providers[0]:
+                raise ProviderError(note)
+            notes.append(note)
+            continue
+        if provider == "tensorrt" and runtime.gpu_cache_dir is not None:
+            plan.append((name, {"trt_engine_cache_enable": "True",
+                                "trt_engine_cache_path": str(runtime.gpu_cache_dir)}))
+        elif name not in plan:
+            plan.append(name)
+    if ORT_PROVIDER_NAMES["cpu"] not in plan:
+        plan.append(ORT_PROVIDER_NAMES["cpu"])
+    return plan, notes
+
+
+def create_session(model_path: Path, runtime: RuntimeOptions) -> tuple[Any, str]:
+    """Load ``model_path`` into an ``InferenceSession``; returns it and the provider in use
+    (onnxruntime's name, e.g. ``CPUExecutionProvider``).
+
+    A provider that was wanted but is not used is logged as a warning (``onnx_provider_fallback``)
+    and raises :class:`ProviderError` when ``runtime.require_provider`` is set.
+    Runs on the calling thread (the loader); the session itself is thread-safe for ``run``.
+    """
+    import onnxruntime as ort
+
+    plan, notes = plan_providers(runtime, ort.get_available_providers())
+    for note in notes:
+        log.warning("onnx_provider_unavailable", detail=note)
+    session = ort.InferenceSession(str(model_path), sess_options=build_session_options(runtime),
+                                   providers=plan)
+    used = session.get_providers()
+    first_wanted = ORT_PROVIDER_NAMES[runtime.providers[0]]
+    if used[0] != first_wanted:
+        detail = f"asked for {first_wanted}, onnxruntime uses {used[0]}"
+        if runtime.require_provider:
+            raise ProviderError(f"{model_path}: {detail}")
+        log.warning("onnx_provider_fallback", model=str(model_path), detail=detail)
+    log.info("onnx_session_created", model=str(model_path), provider=used[0],
+             **runtime.describe())
+    return session, used[0]
+
+
+def pin_current_thread(runtime: RuntimeOptions) -> bool:
+    """Pin the calling thread to ``runtime.affinity_cpus`` (Linux); True when pinned.
+
+    onnxruntime pins only its own worker threads; the thread that calls ``session.run`` does the
+    remaining share of every operator, so the synthesis worker calls this once at its start.
+    """
+    if not runtime.affinity_cpus or not hasattr(os, "sched_setaffinity"):
+        return False
+    try:
+        os.sched_setaffinity(0, runtime.affinity_cpus)  # 0 = the calling thread on Linux
+    except OSError as exc:
+        log.warning("thread_affinity_failed", cpus=list(runtime.affinity_cpus), error=str(exc))
+        return False
+    return True
