@@ -1,7 +1,7 @@
 """Logging, configured once for the whole process.
 
-JSON lines when stdout is not a terminal (journald, containers), a readable
-console renderer on a TTY. Log with event names and key/value pairs::
+Logs go to stderr, so stdout stays clean for command output (``phonemize --json | jq``): JSON
+lines when it is not a terminal (journald, containers), a readable console renderer on a TTY. Log with event names and key/value pairs::
 
     log = get_logger(__name__)
     log.info("voice_loaded", voice=name, seconds=elapsed)
@@ -29,7 +29,7 @@ _NOISY = ("paho", "watchdog", "onnxruntime")
 
 def configure_logging(level: str = "info", fmt: str = "auto") -> None:
     """Configure structlog and the stdlib root logger; safe to call again (last call wins)."""
-    use_json = fmt == "json" or (fmt == "auto" and not sys.stdout.isatty())
+    use_json = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
     numeric = _LEVELS.get(level, logging.INFO)
     processors: list[Any] = [
         structlog.contextvars.merge_contextvars,
@@ -42,11 +42,11 @@ def configure_logging(level: str = "info", fmt: str = "auto") -> None:
         processors.append(structlog.processors.format_exc_info)
         renderer = structlog.processors.JSONRenderer()
     else:
-        renderer = structlog.dev.ConsoleRenderer(colors=sys.stdout.isatty())
+        renderer = structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
     structlog.configure(
         processors=[*processors, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stdout),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=False,
     )
     logging.basicConfig(level=numeric, stream=sys.stderr, force=True,

@@ -127,6 +127,26 @@ class VoiceLibrary:
         self._last: dict[str, ReloadResult] = {}
         self._pending_since: dict[str, float] = {}
 
+    @classmethod
+    def for_settings(cls, settings: Settings, on_event: EventSink | None = None,
+                     profile: Any = None) -> VoiceLibrary:
+        """A library whose sessions use the effective hardware profile (threads, variant).
+
+        ``profile`` is an :class:`agent.hardware.EffectiveProfile`; when None it is resolved here,
+        and when it cannot be resolved the library runs with one thread and fp32 (logged).
+        """
+        if profile is None:
+            from agent.hardware import ProfileError, resolve_profile
+
+            try:
+                profile = resolve_profile(settings)
+            except (ProfileError, OSError) as exc:
+                log.warning("hardware_profile_unavailable", error=str(exc))
+        if profile is None:
+            return cls(settings, on_event=on_event)
+        return cls(settings, runtime=profile.runtime_options(),
+                   variant=profile.runtime.model_variant, on_event=on_event)
+
     # -- discovery ------------------------------------------------------------------------
 
     def names(self) -> list[str]:

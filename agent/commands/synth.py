@@ -57,7 +57,7 @@ def _voice(settings: Settings, name: str | None) -> Voice:
     from agent.voices import VoiceLibrary, VoiceNotFound
 
     try:
-        return VoiceLibrary(settings).get(name)
+        return VoiceLibrary.for_settings(settings).get(name)
     except (VoiceNotFound, VoiceLoadError) as exc:
         raise CommandError(str(exc)) from exc
 
