@@ -5,6 +5,8 @@
 #   ./build.sh test       run the test suite (sets up first)
 #   ./build.sh demo       the agent speaking a real sentence end to end (sets up first)
 #   ./build.sh voice      (re)lay out the voice bundle under models/ only
+#   ./build.sh install    (root) install the agent under /opt/tts-agent as a systemd service
+#   ./build.sh uninstall  (root) remove what install put in place
 #
 # Idempotent: running it again only does what is missing.
 set -euo pipefail
@@ -21,7 +23,7 @@ APT_PACKAGES=(
   libespeak-ng1 espeak-ng-data espeak-ng
   libasound2 libasound2-dev alsa-utils
   mosquitto mosquitto-clients openssl
-  sox systemd
+  sox systemd prometheus-node-exporter
 )
 
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
@@ -98,6 +100,8 @@ case "${1:-setup}" in
   test) shift; cmd_test "$@" ;;
   demo) shift; cmd_demo "$@" ;;
   voice) venv; voice ;;
-  -h|--help|help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//' ;;
+  install) shift; exec "$ROOT/systemd/install.sh" install "$ROOT" "$@" ;;
+  uninstall) shift; exec "$ROOT/systemd/install.sh" uninstall "$@" ;;
+  -h|--help|help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//' ;;
   *) echo "unknown command: $1 (try ./build.sh help)" >&2; exit 2 ;;
 esac
