@@ -1,0 +1,179 @@
+"""The dispatcher thread: executes validated commands taken from the intake queue.
+
+``speak`` is checked against the installed voices, its expiry computed, ``accepted`` published
+and the job queued for the synthesis worker. ``stop``, ``volume``, ``reload`` and ``ping`` act
+at once and are answered with their final event (``done`` / ``pong`` / ``failed``). Nothing here
+synthesizes or touches the network socket; control commands never wait behind synthesis.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from agent.logs import bind_request, get_logger
+from agent.mqtt.intake import Request
+from agent.mqtt.protocol import (
+    EventName,
+    PingCommand,
+    PingStatus,
+    ReloadCommand,
+    SpeakCommand,
+    StopCommand,
+    VolumeCommand,
+)
+from agent.mqtt.speech import JobQueue, SpeakJob
+from agent.mqtt.tracker import RequestTracker
+
+__all__ = ["Controls", "Dispatcher", "ReloadError", "speak_deadline"]
+
+log = get_logger(__name__)
+
+
+class Controls(Protocol):
+    """What the dispatcher needs from the player (:class:`agent.audio.player.AudioPlayer`)."""
+
+    def stop(self, flush: bool = False) -> object: ...
+
+    def set_volume(self, volume: float) -> None: ...
+
+
+class ReloadError(Exception):
+    """A reload could not be done; the message is the reason sent back."""
+
+
+def speak_deadline(command: SpeakCommand, request: Request) -> float | None:
+    """The monotonic time by which the request must start playing, or None.
+
+    The earliest of: the MQTT Message Expiry, ``expires_in_s`` after receipt, and
+    ``expires_at`` (Unix time, converted through the clocks as they are now).
+    """
+    candidates = [request.deadline] if request.deadline is not None else []
+    if command.expires_in_s is not None:
+        candidates.append(request.received + command.expires_in_s)
+    if command.expires_at is not None:
+        candidates.append(time.monotonic() + (command.expires_at - time.time()))
+    return min(candidates) if candidates else None
+
+
+class Dispatcher:
+    """Thread ``dispatch``: one request at a time from the intake queue."""
+
+    def __init__(
+        self,
+        requests: queue.Queue[Request],
+        jobs: JobQueue,
+        tracker: RequestTracker,
+        controls: Controls,
+        *,
+        voice_names: Callable[[], list[str]],
+        default_voice: str,
+        status: Callable[[], PingStatus],
+        reload: Callable[[ReloadCommand], list[str]],
+        on_volume: Callable[[float], None] | None = None,
+    ) -> None:
+        self.requests = requests
+        self.jobs = jobs
+        self.tracker = tracker
+        self.controls = controls
+        self.voice_names = voice_names
+        self.default_voice = default_voice
+        self.status = status
+        self.reload = reload
+        self.on_volume = on_volume
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.steps = 0
+        """Requests handled (progress counter for the health watchdog)."""
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="dispatch", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def drain(self) -> list[Request]:
+        """Remove the requests still waiting in the intake queue (shutdown). Any thread."""
+        drained = []
+        while True:
+            try:
+                drained.append(self.requests.get_nowait())
+            except queue.Empty:
+                return drained
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                request = self.requests.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            with bind_request(request.id, command=request.name):
+                try:
+                    self.handle(request)
+                except Exception as exc:  # answer even when a handler has a bug
+                    log.exception("dispatch_error")
+                    self.tracker.answer(request.id, request.name, "failed",
+                                        reason=f"internal error: {type(exc).__name__}",
+                                        reply=request.reply, hermes=request.hermes)
+            self.steps += 1
+
+    def handle(self, request: Request) -> None:
+        """Execute one request (dispatch thread)."""
+        command = request.command
+        if isinstance(command, SpeakCommand):
+            self._speak(request, command)
+        elif isinstance(command, StopCommand):
+            cleared = 0
+            if command.clear_queue:
+                for job in self.jobs.take_all():
+                    cleared += self.tracker.finish(job.request_id, "interrupted",
+                                                   reason="cleared by stop")
+            self.controls.stop(flush=command.clear_queue)
+            self._done(request, "done", pending=cleared)
+        elif isinstance(command, VolumeCommand):
+            self.controls.set_volume(command.volume)
+            if self.on_volume is not None:
+                self.on_volume(command.volume)
+            self._done(request, "done", volume=command.volume)
+        elif isinstance(command, ReloadCommand):
+            try:
+                voices = self.reload(command)
+            except ReloadError as exc:
+                self._done(request, "failed", reason=str(exc))
+            else:
+                self._done(request, "done", voices=voices)
+        elif isinstance(command, PingCommand):
+            self._done(request, "pong", status=self.status())
+
+    def _done(self, request: Request, event: EventName, **fields: object) -> None:
+        self.tracker.answer(request.id, request.name, event,
+                            reply=request.reply, hermes=request.hermes, **fields)
+
+    def _speak(self, request: Request, command: SpeakCommand) -> None:
+        voice = command.voice or self.default_voice
+        installed = self.voice_names()
+        if voice not in installed:
+            have = ", ".join(installed) or "none"
+            self._done(request, "rejected", reason=f"unknown voice {voice!r} (installed: {have})")
+            return
+        deadline = speak_deadline(command, request)
+        if deadline is not None and time.monotonic() >= deadline:
+            self._done(request, "expired", reason="expired before it was accepted")
+            return
+        if len(self.jobs) >= self.jobs.maxsize:  # only this thread adds jobs: no race
+            self._done(request, "rejected",
+                       reason=f"busy: {self.jobs.maxsize} speak requests already queued")
+            return
+        pending = self.tracker.pending()
+        if not self.tracker.open(request.id, request.name, reply=request.reply,
+                                 hermes=request.hermes, voice=voice, priority=command.priority,
+                                 pending=pending):
+            self._done(request, "rejected", reason=f"id {request.id!r} is already in progress")
+            return
+        self.jobs.put(SpeakJob(request.id, command, deadline))

@@ -1,0 +1,204 @@
+"""Network-thread intake: inbound message -> validated :class:`Request` on a bounded queue.
+
+Runs on the MQTT network thread, so it only parses, checks and hands on; it never waits.
+A message that cannot be accepted is answered with a ``rejected`` event right here (and
+nothing else happens): malformed JSON, unknown command or field, oversize payload, text too
+long, a forbidden Response Topic, a retained command, a full intake queue, or shutdown.
+
+A QoS 1 message can be delivered again (after a reconnect, or when a controller retries);
+a command whose id was seen recently is dropped, so nothing is spoken twice.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from agent.logs import get_logger
+from agent.mqtt.client import InboundMessage
+from agent.mqtt.hermes import HermesOrigin, HermesRejected, parse_say
+from agent.mqtt.protocol import (
+    Command,
+    CommandRejected,
+    new_request_id,
+    parse_command,
+    salvage_id,
+)
+from agent.mqtt.publisher import ReplyRoute
+from agent.mqtt.topics import HERMES_SAY, CommandRoute, DeviceTopics, Topic, TopicError, TopicFilter
+from agent.mqtt.tracker import RequestTracker
+
+__all__ = ["Intake", "RecentIds", "Request"]
+
+log = get_logger(__name__)
+
+RECENT_IDS = 4096
+"""Command ids remembered for duplicate detection..."""
+RECENT_TTL_S = 600.0
+"""...for this long (s)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A validated command on its way to the dispatcher."""
+
+    command: Command
+    name: str
+    route: CommandRoute | None
+    reply: ReplyRoute | None
+    hermes: HermesOrigin | None
+    deadline: float | None
+    """``time.monotonic()`` after which the command must not start (MQTT Message Expiry)."""
+    received: float
+
+    @property
+    def id(self) -> str:
+        return self.command.id or ""
+
+
+class RecentIds:
+    """Keys seen in the last ``ttl_s`` seconds, at most ``capacity`` of them. Not thread-safe.
+
+    A QoS 1 redelivery or a controller's retry comes within seconds or minutes; the time bound
+    keeps a controller that reuses a fixed id for a recurring announcement from being ignored.
+    """
+
+    def __init__(self, capacity: int = RECENT_IDS, ttl_s: float = RECENT_TTL_S) -> None:
+        self.capacity = capacity
+        self.ttl_s = ttl_s
+        self._keys: OrderedDict[tuple[str, str], float] = OrderedDict()
+
+    def seen(self, key: tuple[str, str], now: float | None = None) -> bool:
+        """True if ``key`` was seen within the window; otherwise remember it and return False."""
+        now = time.monotonic() if now is None else now
+        while self._keys:
+            oldest_key, first_seen = next(iter(self._keys.items()))
+            if now - first_seen <= self.ttl_s and len(self._keys) < self.capacity:
+                break
+            del self._keys[oldest_key]
+        if key in self._keys:
+            return True
+        self._keys[key] = now
+        return False
+
+
+class Intake:
+    """Turns inbound MQTT messages into requests. :meth:`on_message` runs on the network thread."""
+
+    def __init__(
+        self,
+        *,
+        topics: DeviceTopics,
+        groups: tuple[str, ...],
+        tracker: RequestTracker,
+        requests: queue.Queue[Request],
+        max_payload_bytes: int,
+        max_text_chars: int,
+        hermes_site_id: str | None,
+    ) -> None:
+        self.topics = topics
+        self.groups = groups
+        self.tracker = tracker
+        self.requests = requests
+        self.max_payload_bytes = max_payload_bytes
+        self.max_text_chars = max_text_chars
+        self.hermes_site_id = hermes_site_id
+        self._recent = RecentIds()
+        self._closed = threading.Event()
+        self.duplicates = 0
+
+    @staticmethod
+    def subscriptions(topics: DeviceTopics, groups: tuple[str, ...],
+                      hermes: bool) -> tuple[TopicFilter, ...]:
+        """What a device subscribes to: its commands, its groups', the fleet's, Hermes say."""
+        filters = topics.command_filters(groups)
+        return (*filters, HERMES_SAY.as_filter()) if hermes else filters
+
+    def close(self) -> None:
+        """Refuse everything from now on (shutdown). Any thread."""
+        self._closed.set()
+
+    def on_message(self, message: InboundMessage) -> None:
+        """Network thread: validate, dedupe, enqueue, or answer with ``rejected``."""
+        if message.topic == HERMES_SAY:
+            if self.hermes_site_id is not None:
+                self._hermes(message, self.hermes_site_id)
+            return
+        route = self.topics.route(message.topic, self.groups)
+        if route is None:
+            log.debug("message_ignored", topic=message.topic.value)
+            return
+        reply: ReplyRoute | None = None
+        try:
+            reply = self._reply_route(message)
+            if message.retain:
+                raise CommandRejected("retained commands are not executed; publish without "
+                                      "the retain flag", command=route.name)
+            command = parse_command(route.name, message.payload,
+                                    max_payload_bytes=self.max_payload_bytes,
+                                    max_text_chars=self.max_text_chars)
+        except CommandRejected as exc:
+            if exc.request_id is None and len(message.payload) <= self.max_payload_bytes:
+                exc.request_id = salvage_id(message.payload)
+            self._reject(exc, route.name, reply, None)
+            return
+        self._enqueue(Request(command, route.name, route, reply, None,
+                              self._deadline(message), message.received))
+
+    def _hermes(self, message: InboundMessage, site_id: str) -> None:
+        try:
+            parsed = parse_say(message.payload, site_id=site_id,
+                               max_payload_bytes=self.max_payload_bytes,
+                               max_text_chars=self.max_text_chars)
+        except HermesRejected as exc:
+            self._reject(exc, "hermes/tts/say", None, exc.origin)
+            return
+        if parsed is None:
+            return  # another site's say
+        command, origin = parsed
+        self._enqueue(Request(command, "speak", None, None, origin, self._deadline(message),
+                              message.received))
+
+    def _reply_route(self, message: InboundMessage) -> ReplyRoute | None:
+        if message.response_topic is None:
+            return None
+        try:
+            topic = Topic(message.response_topic)
+        except TopicError as exc:
+            raise CommandRejected(f"invalid response topic: {exc}") from None
+        if not self.topics.reply_allowed(topic):
+            raise CommandRejected(f"response topic {topic.value!r} is not allowed "
+                                  "(command topics and $-topics are refused)")
+        return ReplyRoute(topic, message.correlation_data)
+
+    @staticmethod
+    def _deadline(message: InboundMessage) -> float | None:
+        return None if message.expiry_s is None else message.received + message.expiry_s
+
+    def _reject(self, exc: CommandRejected, name: str, reply: ReplyRoute | None,
+                hermes: HermesOrigin | None) -> None:
+        if exc.request_id is not None and self._recent.seen((name, exc.request_id)):
+            self.duplicates += 1
+            return
+        self.tracker.answer(exc.request_id or new_request_id(), exc.command or name, "rejected",
+                            reason=exc.reason, reply=reply, hermes=hermes)
+
+    def _enqueue(self, request: Request) -> None:
+        if self._recent.seen((request.name, request.id)):
+            self.duplicates += 1
+            log.info("duplicate_command_ignored", id=request.id, command=request.name)
+            return
+        if self._closed.is_set():
+            self._answer_rejected(request, "agent is shutting down")
+            return
+        try:
+            self.requests.put_nowait(request)
+        except queue.Full:
+            self._answer_rejected(request, f"busy: intake queue full ({self.requests.maxsize})")
+
+    def _answer_rejected(self, request: Request, reason: str) -> None:
+        self.tracker.answer(request.id, request.name, "rejected", reason=reason,
+                            reply=request.reply, hermes=request.hermes)

@@ -1,0 +1,318 @@
+"""The command/event protocol: strict pydantic schemas and the parser for inbound commands.
+
+Commands are JSON objects; unknown fields, wrong types and out-of-range values are refused
+(``extra="forbid"``, strict types, bounds on every field). A command that fails any check
+becomes a :class:`CommandRejected` carrying a readable reason; the caller answers it with a
+``rejected`` event and changes nothing. No field is ever used as a path or passed to a shell.
+
+Every event has ``id``, ``event``, ``device``, ``ts`` (Unix time, s) and ``final`` (true for
+the one event that ends a command). Other modules (health, model lifecycle) subclass
+:class:`EventBase` for their own events and publish them with the same publisher.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Annotated, Final, Literal, cast
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    ValidationInfo,
+    computed_field,
+    field_validator,
+)
+
+__all__ = [
+    "COMMANDS",
+    "FINAL_EVENTS",
+    "HARD_MAX_TEXT_CHARS",
+    "Command",
+    "CommandEvent",
+    "CommandName",
+    "CommandRejected",
+    "EventBase",
+    "EventName",
+    "ModelEvent",
+    "PingCommand",
+    "PingStatus",
+    "Presence",
+    "Priority",
+    "ReloadCommand",
+    "RequestId",
+    "SpeakCommand",
+    "StopCommand",
+    "VolumeCommand",
+    "new_request_id",
+    "parse_command",
+    "salvage_id",
+    "to_payload",
+]
+
+HARD_MAX_TEXT_CHARS: Final = 100_000
+"""Schema ceiling for ``text``; the configured ``synthesis.max_text_chars`` is usually lower."""
+MAX_REASON_CHARS: Final = 500
+
+RequestId = Annotated[
+    str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
+]
+"""Request ids: 1-128 characters of letters, digits and ``_ . : @ -`` (UUIDs fit)."""
+_VoiceName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
+_Version = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$")]
+
+Priority = Literal["low", "normal", "high", "urgent"]
+"""Served most urgent first; ``urgent`` interrupts what is playing (see agent.audio.item)."""
+
+CommandName = Literal["speak", "stop", "volume", "reload", "ping"]
+EventName = Literal[
+    "accepted", "started", "finished", "failed", "rejected", "expired", "interrupted",
+    "done", "pong",
+]
+FINAL_EVENTS: Final = frozenset(
+    {"finished", "failed", "rejected", "expired", "interrupted", "done", "pong"}
+)
+"""Events that end a command; each command gets exactly one of them."""
+
+
+def new_request_id() -> str:
+    """An id for a command that came without one."""
+    return uuid.uuid4().hex
+
+
+class _Command(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    id: RequestId | None = Field(
+        default=None, description="Request id echoed in every event; generated when absent."
+    )
+
+
+class SpeakCommand(_Command):
+    """``speak``: synthesize ``text`` and play it."""
+
+    text: str = Field(min_length=1, max_length=HARD_MAX_TEXT_CHARS, description="What to say.")
+    voice: _VoiceName | None = Field(default=None, description="Voice name; unset = default.")
+    priority: Priority = Field(
+        default="normal", description="low/normal/high/urgent; urgent interrupts and goes first."
+    )
+    volume: float | None = Field(default=None, ge=0.0, le=1.0, description="This request's volume.")
+    speed: float | None = Field(
+        default=None, ge=0.25, le=4.0,
+        description="Speaking rate relative to the voice default (2.0 = twice as fast).",
+    )
+    expires_in_s: float | None = Field(
+        default=None, gt=0.0, le=86_400.0,
+        description="Drop the request if it has not started playing this long after receipt (s).",
+    )
+    expires_at: float | None = Field(
+        default=None, gt=0.0, description="Drop the request if not started by this Unix time (s).",
+    )
+
+    @field_validator("text")
+    @classmethod
+    def _check_text(cls, text: str, info: ValidationInfo) -> str:
+        if not text.strip():
+            raise ValueError("text is empty")
+        if "\0" in text:
+            raise ValueError("text contains a NUL character")
+        limit = (info.context or {}).get("max_text_chars", HARD_MAX_TEXT_CHARS)
+        if len(text) > limit:
+            raise ValueError(f"text is longer than {limit} characters ({len(text)})")
+        return text
+
+
+class StopCommand(_Command):
+    """``stop``: cut the current utterance; with ``clear_queue`` also drop everything queued."""
+
+    clear_queue: bool = Field(default=False, description="Also drop queued requests.")
+
+
+class VolumeCommand(_Command):
+    """``volume``: set the device volume."""
+
+    volume: float = Field(ge=0.0, le=1.0, description="Device volume 0.0-1.0.")
+
+
+class ReloadCommand(_Command):
+    """``reload``: re-check the models directory now (optionally a voice / target version)."""
+
+    voice: _VoiceName | None = Field(default=None, description="Only this voice.")
+    version: _Version | None = Field(default=None, description="Switch to this staged version.")
+
+
+class PingCommand(_Command):
+    """``ping``: answer at once with a small status."""
+
+
+Command = SpeakCommand | StopCommand | VolumeCommand | ReloadCommand | PingCommand
+COMMANDS: Final[dict[str, type[_Command]]] = {
+    "speak": SpeakCommand,
+    "stop": StopCommand,
+    "volume": VolumeCommand,
+    "reload": ReloadCommand,
+    "ping": PingCommand,
+}
+
+
+class CommandRejected(Exception):
+    """An inbound command that cannot be accepted; ``reason`` is meant for the sender."""
+
+    def __init__(self, reason: str, request_id: str | None = None,
+                 command: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason[:MAX_REASON_CHARS]
+        self.request_id = request_id
+        self.command = command
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors(include_url=False):
+        loc = ".".join(str(p) for p in err["loc"])
+        if err["type"] == "extra_forbidden":
+            parts.append(f"unknown field {loc!r}")
+        else:
+            msg = err["msg"].removeprefix("Value error, ")
+            parts.append(f"{loc}: {msg}" if loc else msg)
+    return "; ".join(parts)
+
+
+def salvage_id(payload: bytes) -> str | None:
+    """The sender's ``id`` from a payload that failed validation, if it is usable."""
+    try:
+        data = json.loads(payload)
+    except ValueError:
+        return None
+    candidate = data.get("id") if isinstance(data, dict) else None
+    if isinstance(candidate, str):
+        try:
+            return _Command(id=candidate).id
+        except ValidationError:
+            return None
+    return None
+
+
+def parse_command(name: str, payload: bytes, *, max_payload_bytes: int,
+                  max_text_chars: int) -> Command:
+    """Validate one inbound command. Raises :class:`CommandRejected` with the reason.
+
+    An empty payload means ``{}`` (handy for ``ping``). The returned command always has
+    an ``id`` (generated when the sender gave none).
+    """
+    command_name = name if len(name) <= 64 else name[:64] + "..."
+    if len(payload) > max_payload_bytes:
+        raise CommandRejected(
+            f"payload too large: {len(payload)} bytes, limit {max_payload_bytes}",
+            command=command_name,
+        )
+    model = COMMANDS.get(name)
+    if model is None:
+        raise CommandRejected(
+            f"unknown command {command_name!r}; known: {', '.join(COMMANDS)}",
+            salvage_id(payload), command_name,
+        )
+    try:
+        text = payload.decode("utf-8") if payload else "{}"
+    except UnicodeDecodeError as exc:
+        raise CommandRejected(f"payload is not UTF-8: {exc.reason}", command=name) from exc
+    try:
+        command = model.model_validate_json(text, context={"max_text_chars": max_text_chars})
+    except ValidationError as exc:
+        if any(err["type"] == "json_invalid" for err in exc.errors()):
+            reason = f"malformed JSON: {exc.errors()[0]['msg']}"
+        elif any(err["type"] == "model_type" for err in exc.errors()):
+            reason = "payload must be a JSON object"
+        else:
+            reason = _describe(exc)
+        raise CommandRejected(reason, salvage_id(payload), name) from exc
+    if command.id is None:
+        command = command.model_copy(update={"id": new_request_id()})
+    return cast(Command, command)  # COMMANDS only holds Command types
+
+
+class EventBase(BaseModel):
+    """Common fields of everything published on ``{prefix}/{device}/events``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(description="Request id (or an id for an unsolicited event).")
+    event: str = Field(description="What happened.")
+    device: str = Field(description="The device that publishes the event.")
+    ts: float = Field(default_factory=time.time, description="Unix time of the event (s).")
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def final(self) -> bool:
+        """True for the one event that ends a command."""
+        return self.event in FINAL_EVENTS
+
+
+class PingStatus(BaseModel):
+    """The small status a ``ping`` answers with (the full health snapshot is separate)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    state: Literal["online", "stopping"]
+    version: str
+    uptime_s: float
+    voices: list[str]
+    default_voice: str
+    pending: int = Field(description="Speak requests accepted and not yet finished.")
+    volume: float
+    mqtt_reconnects: int
+
+
+class CommandEvent(EventBase):
+    """An answer to a command: progress (accepted, started) or its one final event."""
+
+    event: EventName
+    command: str | None = Field(default=None, description="The command name as received.")
+    reason: str | None = Field(default=None, description="Why it was rejected/failed/cut.")
+    voice: str | None = None
+    version: str | None = Field(default=None, description="Voice version used.")
+    priority: Priority | None = None
+    pending: int | None = Field(default=None, description="Requests ahead when accepted.")
+    audio_s: float | None = Field(default=None, description="Seconds of audio played.")
+    synthesis_ms: float | None = Field(default=None, description="Time spent synthesizing (ms).")
+    volume: float | None = None
+    voices: list[str] | None = None
+    status: PingStatus | None = None
+
+
+class ModelEvent(EventBase):
+    """``model_loaded`` / ``model_rejected`` from the voice library (see agent.voices).
+
+    Extra keys the library reports are kept: the library is our own code, not remote input.
+    """
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    event: Literal["model_loaded", "model_rejected"]
+    voice: str
+    version: str | None = None
+    reason: str | None = None
+
+
+class Presence(BaseModel):
+    """Retained presence on ``{prefix}/{device}/status``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    state: Literal["online", "offline", "stopped"]
+    device: str
+    version: str | None = None
+    voices: list[str] | None = None
+    default_voice: str | None = None
+    profile: str | None = Field(default=None, description="Hardware profile in use.")
+    site_id: str | None = Field(default=None, description="Hermes site id.")
+    ts: float | None = Field(default=None, description="Unix time of the change (s).")
+
+
+def to_payload(model: BaseModel) -> bytes:
+    """Compact JSON of ``model``, unset optional fields left out."""
+    return model.model_dump_json(exclude_none=True).encode("utf-8")

@@ -1,0 +1,75 @@
+"""Publishing the agent's side of the protocol: events, replies, presence, retained snapshots.
+
+One :class:`EventPublisher` per process. Health reports and model lifecycle events use it
+too: ``publisher.event(MyEvent(...))`` for anything derived from
+:class:`agent.mqtt.protocol.EventBase`, ``publisher.retained(topics.health, snapshot)`` for
+retained state. Every method may be called from any thread and never blocks on the network
+(messages are queued while the broker is unreachable).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from pydantic import BaseModel
+
+from agent.logs import get_logger
+from agent.mqtt.client import OutboundMessage, Publication
+from agent.mqtt.protocol import EventBase, Presence, to_payload
+from agent.mqtt.topics import DeviceTopics, Topic
+
+__all__ = ["EventPublisher", "Publisher", "ReplyRoute"]
+
+log = get_logger(__name__)
+
+
+class Publisher(Protocol):
+    """What the publisher needs from a client (:class:`agent.mqtt.client.MqttClient`)."""
+
+    def publish(self, message: OutboundMessage) -> Publication: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyRoute:
+    """Where a command's final event also goes: its MQTT 5 Response Topic and Correlation Data."""
+
+    topic: Topic
+    correlation_data: bytes | None = None
+
+
+class EventPublisher:
+    """Publishes events on ``{prefix}/{device}/events``, replies, presence and snapshots."""
+
+    def __init__(self, client: Publisher, topics: DeviceTopics) -> None:
+        self.client = client
+        self.topics = topics
+
+    @property
+    def device_id(self) -> str:
+        return self.topics.device_id
+
+    def event(self, event: EventBase, reply: ReplyRoute | None = None) -> None:
+        """Publish ``event`` (QoS 1, not retained); a final event also goes to ``reply``."""
+        payload = to_payload(event)
+        self.client.publish(OutboundMessage(self.topics.events, payload))
+        if reply is not None and event.final:
+            self.client.publish(OutboundMessage(reply.topic, payload,
+                                                correlation_data=reply.correlation_data))
+        log.debug("event_published", id=event.id, event_name=event.event)
+
+    def presence(self, presence: Presence) -> Publication:
+        """Retained presence on ``{prefix}/{device}/status``."""
+        return self.retained(self.topics.status, presence)
+
+    def presence_message(self, presence: Presence) -> OutboundMessage:
+        """The retained presence message itself (for a Last Will or a final message)."""
+        return OutboundMessage(self.topics.status, to_payload(presence), retain=True)
+
+    def retained(self, topic: Topic, snapshot: BaseModel) -> Publication:
+        """Publish ``snapshot`` retained (QoS 1) on ``topic``, e.g. the health snapshot."""
+        return self.client.publish(OutboundMessage(topic, to_payload(snapshot), retain=True))
+
+    def raw(self, message: OutboundMessage) -> Publication:
+        """Publish a message in a foreign format (Hermes)."""
+        return self.client.publish(message)

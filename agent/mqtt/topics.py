@@ -1,0 +1,261 @@
+"""Every MQTT topic the agent uses, built and matched in this one module.
+
+Topics are values: :class:`Topic` (a concrete name, no wildcards) and :class:`TopicFilter`
+(a subscription, ``+`` and ``#`` allowed) are frozen and validated when made. Nothing else
+in the code base formats a topic string or routes on ``split("/")``.
+
+Layout under a prefix (default ``tts``)::
+
+    {prefix}/{device}/cmd/{name}        commands for one device
+    {prefix}/group/{group}/cmd/{name}   commands for every device in a group
+    {prefix}/all/cmd/{name}             commands for the whole fleet
+    {prefix}/{device}/events            events (answers to commands, model events)
+    {prefix}/{device}/status            presence, retained (online / offline / stopped)
+    {prefix}/{device}/health            health snapshot, retained
+    {prefix}/reply/{client}             default reply topic of ``tts-agent send --wait``
+    hermes/tts/say, hermes/tts/sayFinished, hermes/error/tts   Hermes (Rhasspy/Snips) TTS
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from paho.mqtt.client import topic_matches_sub
+
+__all__ = [
+    "FLEET_LEVEL",
+    "GROUP_LEVEL",
+    "HERMES_ERROR",
+    "HERMES_SAY",
+    "HERMES_SAY_FINISHED",
+    "MAX_TOPIC_BYTES",
+    "CommandRoute",
+    "DeviceTopics",
+    "Namespace",
+    "Topic",
+    "TopicError",
+    "TopicFilter",
+]
+
+MAX_TOPIC_BYTES = 512
+"""Longest topic the agent builds or accepts (the protocol allows 65535; we need far less)."""
+
+GROUP_LEVEL = "group"
+FLEET_LEVEL = "all"
+_RESERVED_DEVICE_IDS = frozenset({GROUP_LEVEL, FLEET_LEVEL, "reply"})
+_FORBIDDEN_IN_LEVEL = frozenset("/+#\0")
+
+
+class TopicError(ValueError):
+    """A topic, filter or topic level is not valid."""
+
+
+def _check_common(value: str, what: str) -> None:
+    if not value:
+        raise TopicError(f"{what} is empty")
+    if len(value.encode("utf-8", errors="replace")) > MAX_TOPIC_BYTES:
+        raise TopicError(f"{what} is longer than {MAX_TOPIC_BYTES} bytes")
+    if "\0" in value:
+        raise TopicError(f"{what} contains a NUL character")
+
+
+def _level(value: str, what: str) -> str:
+    """Validate one topic level that we insert into a topic (device id, group, command name)."""
+    if not value or any(c in _FORBIDDEN_IN_LEVEL for c in value):
+        raise TopicError(f"{what} {value!r} must be non-empty and free of '/', '+', '#'")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Topic:
+    """A concrete topic name (what a message is published to). No wildcards."""
+
+    value: str
+
+    def __post_init__(self) -> None:
+        _check_common(self.value, "topic")
+        if "+" in self.value or "#" in self.value:
+            raise TopicError(f"topic {self.value!r} contains a wildcard")
+
+    def __str__(self) -> str:
+        return self.value
+
+    def as_filter(self) -> TopicFilter:
+        """A filter matching exactly this topic."""
+        return TopicFilter(self.value)
+
+    def child(self, *levels: str) -> Topic:
+        """This topic with ``levels`` appended (each validated as a single level)."""
+        parts = [self.value, *(_level(level, "topic level") for level in levels)]
+        return Topic("/".join(parts))
+
+
+@dataclass(frozen=True, slots=True)
+class TopicFilter:
+    """A subscription filter: ``+`` matches one level, a final ``#`` any number of levels."""
+
+    value: str
+
+    def __post_init__(self) -> None:
+        _check_common(self.value, "topic filter")
+        levels = self.value.split("/")
+        for index, level in enumerate(levels):
+            if level == "#" and index != len(levels) - 1:
+                raise TopicError(f"filter {self.value!r}: '#' must be the last level")
+            if level not in ("+", "#") and ("+" in level or "#" in level):
+                raise TopicError(f"filter {self.value!r}: a wildcard must be a whole level")
+
+    def __str__(self) -> str:
+        return self.value
+
+    def matches(self, topic: Topic) -> bool:
+        """True when ``topic`` would be delivered to a subscriber of this filter."""
+        return bool(topic_matches_sub(self.value, topic.value))
+
+    def captures(self, topic: Topic) -> tuple[str, ...] | None:
+        """The levels the wildcards stand for in ``topic`` (``#`` gives the joined rest).
+
+        ``None`` when the topic does not match.
+        """
+        if not self.matches(topic):
+            return None
+        names = topic.value.split("/")
+        captured: list[str] = []
+        for index, level in enumerate(self.value.split("/")):
+            if level == "+":
+                captured.append(names[index])
+            elif level == "#":
+                captured.append("/".join(names[index:]))
+        return tuple(captured)
+
+
+HERMES_SAY = Topic("hermes/tts/say")
+HERMES_SAY_FINISHED = Topic("hermes/tts/sayFinished")
+HERMES_ERROR = Topic("hermes/error/tts")
+
+
+@dataclass(frozen=True, slots=True)
+class CommandRoute:
+    """Where an inbound command came from: its name and the scope of the topic."""
+
+    name: str
+    scope: Literal["device", "group", "fleet"]
+    group: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Namespace:
+    """All topics under one prefix; the fleet-wide and group parts need no device id."""
+
+    prefix: str = "tts"
+
+    def __post_init__(self) -> None:
+        root = Topic(self.prefix)
+        if root.value.startswith("$") or root.value.startswith("/") or root.value.endswith("/"):
+            raise TopicError(f"topic prefix {self.prefix!r} must not start with '$' or '/' "
+                             "nor end with '/'")
+
+    @property
+    def root(self) -> Topic:
+        return Topic(self.prefix)
+
+    def device(self, device_id: str) -> DeviceTopics:
+        """The topics of device ``device_id``."""
+        return DeviceTopics(self, device_id)
+
+    def group_command(self, group: str, name: str) -> Topic:
+        return self.root.child(GROUP_LEVEL, _level(group, "group"), "cmd", name)
+
+    def fleet_command(self, name: str) -> Topic:
+        return self.root.child(FLEET_LEVEL, "cmd", name)
+
+    def reply(self, client_id: str) -> Topic:
+        """A private reply topic for a controller client (``tts-agent send --wait``)."""
+        return self.root.child("reply", _level(client_id, "client id"))
+
+    def all_events(self) -> TopicFilter:
+        """Events of every device (a controller's subscription)."""
+        return TopicFilter(f"{self.prefix}/+/events")
+
+    def command_space(self) -> tuple[TopicFilter, ...]:
+        """Filters covering every command topic of every device, group and the fleet."""
+        return (
+            TopicFilter(f"{self.prefix}/+/cmd/#"),
+            TopicFilter(f"{self.prefix}/{GROUP_LEVEL}/+/cmd/#"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceTopics:
+    """The topics one device publishes to and listens on."""
+
+    namespace: Namespace
+    device_id: str
+
+    def __post_init__(self) -> None:
+        _level(self.device_id, "device id")
+        if self.device_id in _RESERVED_DEVICE_IDS:
+            raise TopicError(f"device id {self.device_id!r} is reserved for topic routing")
+
+    @property
+    def base(self) -> Topic:
+        return self.namespace.root.child(self.device_id)
+
+    def command(self, name: str) -> Topic:
+        return self.base.child("cmd", name)
+
+    @property
+    def events(self) -> Topic:
+        return self.base.child("events")
+
+    @property
+    def status(self) -> Topic:
+        return self.base.child("status")
+
+    @property
+    def health(self) -> Topic:
+        return self.base.child("health")
+
+    def _device_filter(self) -> TopicFilter:
+        return TopicFilter(f"{self.base.value}/cmd/+")
+
+    def _group_filter(self, group: str) -> TopicFilter:
+        group_root = self.namespace.root.child(GROUP_LEVEL, _level(group, "group"))
+        return TopicFilter(f"{group_root}/cmd/+")
+
+    def _fleet_filter(self) -> TopicFilter:
+        return TopicFilter(f"{self.namespace.root.child(FLEET_LEVEL)}/cmd/+")
+
+    def command_filters(self, groups: tuple[str, ...] = ()) -> tuple[TopicFilter, ...]:
+        """What the device subscribes to for commands: its own, its groups', the fleet's."""
+        return (
+            self._device_filter(),
+            *(self._group_filter(group) for group in groups),
+            self._fleet_filter(),
+        )
+
+    def route(self, topic: Topic, groups: tuple[str, ...] = ()) -> CommandRoute | None:
+        """The command a message on ``topic`` carries, or ``None`` if it is not a command topic."""
+        captured = self._device_filter().captures(topic)
+        if captured is not None:
+            return CommandRoute(captured[0], "device")
+        for group in groups:
+            captured = self._group_filter(group).captures(topic)
+            if captured is not None:
+                return CommandRoute(captured[0], "group", group)
+        captured = self._fleet_filter().captures(topic)
+        if captured is not None:
+            return CommandRoute(captured[0], "fleet")
+        return None
+
+    def reply_allowed(self, topic: Topic) -> bool:
+        """Whether a command's MQTT 5 Response Topic may be published to.
+
+        Refused: ``$``-topics, any command topic of the namespace, and Hermes topics, so a
+        crafted Response Topic cannot make the agent send commands to itself or others.
+        """
+        if topic.value.startswith("$"):
+            return False
+        forbidden = (*self.namespace.command_space(), TopicFilter("hermes/#"))
+        return not any(f.matches(topic) for f in forbidden)

@@ -1,0 +1,186 @@
+"""MQTT command-channel figures with real synthesis and real playback into an ALSA file sink.
+
+* publish -> ``accepted``: network + intake + dispatch (what a controller waits for);
+* publish -> ``started``: the first audio frame written to the ALSA device;
+* intake rate: a burst of queued speak commands, how many per second come back ``accepted``,
+  and whether every one of them reaches a final event (none lost, none duplicated).
+
+It starts its own Mosquitto on a free loopback port (``/usr/sbin/mosquitto``) and runs the agent
+in this process, playing into ``file:'<tmp>/out.raw',raw``.
+
+    .venv/bin/python bench/mqtt_latency.py [--runs 20] [--burst 200] [--models models]
+        [--voice en_US-joe-medium] [--text "..."] [--json OUT]
+
+The tiny test voice works too (``--models DIR --voice tiny-test``) to measure the channel alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pwd
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from agent.logs import configure_logging  # noqa: E402
+from agent.mqtt.client import InboundMessage, MqttClient, OutboundMessage  # noqa: E402
+from agent.mqtt.topics import Namespace  # noqa: E402
+from agent.service import AgentService  # noqa: E402
+from agent.settings import MqttSettings, Settings  # noqa: E402
+
+DEVICE = "bench"
+
+
+def start_broker(work: Path) -> tuple[subprocess.Popen[bytes], int]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    conf = work / "mosquitto.conf"
+    conf.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\nset_tcp_nodelay true\n"
+                    f"max_queued_messages 100000\nuser {pwd.getpwuid(os.getuid()).pw_name}\n",
+                    encoding="utf-8")
+    process = subprocess.Popen(["/usr/sbin/mosquitto", "-c", str(conf)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return process, port
+        except OSError:
+            threading.Event().wait(0.05)
+    process.kill()
+    raise SystemExit("mosquitto did not start")
+
+
+class Clock:
+    """Receipt times of events, keyed by (id, event)."""
+
+    def __init__(self) -> None:
+        self.seen: dict[tuple[str, str], float] = {}
+        self.counts: dict[tuple[str, str], int] = {}
+        self.cond = threading.Condition()
+
+    def __call__(self, message: InboundMessage) -> None:
+        event = json.loads(message.payload)
+        key = (str(event.get("id")), str(event.get("event")))
+        with self.cond:
+            self.seen.setdefault(key, message.received)
+            self.counts[key] = self.counts.get(key, 0) + 1
+            if event.get("final"):
+                self.seen.setdefault((key[0], "final"), message.received)
+                self.counts[(key[0], "final")] = self.counts.get((key[0], "final"), 0) + 1
+            self.cond.notify_all()
+
+    def wait(self, keys: list[tuple[str, str]], timeout: float) -> bool:
+        with self.cond:
+            return self.cond.wait_for(lambda: all(k in self.seen for k in keys), timeout)
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    ms = sorted(v * 1000 for v in values)
+    if not ms:
+        return {}
+    return {"n": len(ms), "p50_ms": round(statistics.median(ms), 1),
+            "p95_ms": round(ms[min(len(ms) - 1, int(0.95 * len(ms)))], 1),
+            "max_ms": round(ms[-1], 1)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=20, help="sequential latency samples")
+    parser.add_argument("--burst", type=int, default=200, help="speak commands in the burst")
+    parser.add_argument("--models", type=Path, default=ROOT / "models")
+    parser.add_argument("--voice", default="en_US-joe-medium")
+    parser.add_argument("--text", default="The next train to the airport leaves from platform two.")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args()
+    configure_logging("warning", "console")
+
+    with tempfile.TemporaryDirectory(prefix="mqtt-bench-") as tmp:
+        work = Path(tmp)
+        broker, port = start_broker(work)
+        mqtt = MqttSettings(host="127.0.0.1", port=port, intake_queue=max(256, args.burst * 2))
+        settings = Settings(
+            device_id=DEVICE, mqtt=mqtt, cache={"dir": work / "cache"},
+            models={"dir": args.models, "default_voice": args.voice, "watch": False},
+            audio={"device": f"file:'{work / 'out.raw'}',raw",
+                   "queue_max": max(32, args.burst * 2)},
+        )
+        topics = Namespace(mqtt.topic_prefix).device(DEVICE)
+        clock = Clock()
+        agent = AgentService(settings)
+        controller = MqttClient(mqtt, "bench-controller", subscriptions=[topics.events.as_filter()],
+                                on_message=clock, persistent=False)
+        try:
+            agent.start()
+            controller.start()
+            if not controller.wait_ready(10) or agent.client is None \
+                    or not agent.client.wait_ready(10):
+                raise SystemExit("could not connect to the bench broker")
+            results = run(args, controller, topics.command("speak"), clock)
+        finally:
+            controller.close(2)
+            agent.stop(grace_s=1)
+            broker.terminate()
+            broker.wait(5)
+            audio_bytes = (work / "out.raw").stat().st_size if (work / "out.raw").exists() else 0
+    results.update(voice=args.voice, text_chars=len(args.text), audio_bytes=audio_bytes)
+    print(json.dumps(results, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    return 0 if results["burst"]["lost"] == 0 and results["burst"]["duplicated"] == 0 else 1
+
+
+def run(args: argparse.Namespace, controller: MqttClient, speak: Any, clock: Clock
+        ) -> dict[str, Any]:
+    accepted, started = [], []
+    for n in range(args.runs):
+        request_id = f"lat-{n}"
+        payload = json.dumps({"id": request_id, "text": args.text}).encode()
+        sent = time.monotonic()
+        controller.publish(OutboundMessage(speak, payload))
+        if not clock.wait([(request_id, "final")], 120):
+            raise SystemExit(f"{request_id}: no final event")
+        if (request_id, "started") in clock.seen:
+            accepted.append(clock.seen[(request_id, "accepted")] - sent)
+            started.append(clock.seen[(request_id, "started")] - sent)
+
+    ids = [f"burst-{n}" for n in range(args.burst)]
+    sent = time.monotonic()
+    for request_id in ids:
+        payload = json.dumps({"id": request_id, "text": "Test."}).encode()
+        controller.publish(OutboundMessage(speak, payload))
+    clock.wait([(i, "accepted") for i in ids], 120)
+    last_accepted = max((clock.seen.get((i, "accepted"), sent) for i in ids), default=sent)
+    clock.wait([(i, "final") for i in ids], 600)
+    finals = [clock.counts.get((i, "final"), 0) for i in ids]
+    rejected = sum(1 for i in ids if (i, "rejected") in clock.seen)
+    intake_s = max(1e-6, last_accepted - sent)
+    return {
+        "publish_to_accepted": summary(accepted),
+        "publish_to_first_audio": summary(started),
+        "burst": {
+            "commands": len(ids),
+            "accepted": sum(1 for i in ids if (i, "accepted") in clock.seen),
+            "rejected": rejected,
+            "accepted_per_s": round(len(ids) / intake_s, 1),
+            "finished": sum(1 for i in ids if (i, "finished") in clock.seen),
+            "lost": sum(1 for f in finals if f == 0),
+            "duplicated": sum(1 for f in finals if f > 1),
+        },
+    }
+
+
+if __name__ == "__main__":
+    sys.exit(main())
