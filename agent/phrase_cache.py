@@ -22,18 +22,20 @@ import contextlib
 import hashlib
 import json
 import os
+import queue
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import astuple
 from pathlib import Path
 from typing import Any
 
 from agent.audio_format import AudioChunk, AudioFormat
+from agent.frontend import normalize_text
 from agent.logs import get_logger
-from agent.voice import SynthesisParams
+from agent.voice import SynthesisParams, Voice
 
-__all__ = ["PhraseCache", "cache_key"]
+__all__ = ["PhraseCache", "PhraseWarmer", "cache_key", "cached_synthesis", "open_phrase_cache"]
 
 log = get_logger(__name__)
 
@@ -178,3 +180,89 @@ class PhraseCache:
             return {"entries": len(self._sizes), "bytes": sum(self._sizes.values()),
                     "max_bytes": self.max_bytes, "hits": self.hits, "misses": self.misses,
                     "evictions": self.evictions, "corrupt": self.corrupt}
+
+
+def cached_synthesis(cache: PhraseCache | None, voice: Voice, text: str,
+                     params: SynthesisParams) -> Iterator[AudioChunk]:
+    """``voice.synthesize(text, params)``, served from ``cache`` when this exact phrase was
+    synthesized before by this exact model, and stored there once it completes.
+
+    Text errors are raised before anything is returned, as with ``Voice.synthesize``.
+    """
+    if cache is None:
+        return voice.synthesize(text, params)
+    normalized = normalize_text(text, voice.frontend.max_chars)
+    key = cache_key(normalized, voice.name, voice.sha256, params, voice.max_clause_phonemes)
+    hit = cache.get(key)
+    if hit is not None:
+        return iter(hit)
+    return _store_when_complete(cache, key, voice.synthesize(normalized, params))
+
+
+def _store_when_complete(cache: PhraseCache, key: str,
+                         chunks: Iterator[AudioChunk]) -> Iterator[AudioChunk]:
+    done: list[AudioChunk] = []
+    for chunk in chunks:
+        done.append(chunk)
+        yield chunk
+    try:  # only a phrase synthesized to its end is stored; an abandoned one never is
+        cache.put(key, done)
+    except OSError as exc:
+        log.warning("phrase_cache_write_failed", error=str(exc))
+
+
+class PhraseWarmer:
+    """Pre-synthesizes the configured phrases into the cache after each model load.
+
+    Runs on its own low-priority thread (``phrase-warm``) so a model load or start-up never
+    waits for it; :meth:`warm` may be called from any thread.
+    """
+
+    def __init__(self, cache: PhraseCache, phrases: Sequence[str]) -> None:
+        self.cache = cache
+        self.phrases = list(phrases)
+        self._queue: queue.Queue[Voice | None] = queue.Queue(maxsize=16)
+        self._thread = threading.Thread(target=self._run, name="phrase-warm", daemon=True)
+        self.warmed = 0
+
+    def start(self) -> None:
+        if self.phrases:
+            self._thread.start()
+
+    def warm(self, voice: Voice) -> None:
+        """Queue ``voice`` for warming (dropped with a log line if the queue is full)."""
+        if not self.phrases:
+            return
+        try:
+            self._queue.put_nowait(voice)
+        except queue.Full:
+            log.warning("phrase_warm_queue_full", voice=voice.name)
+
+    def _run(self) -> None:
+        while (voice := self._queue.get()) is not None:
+            for phrase in self.phrases:
+                try:
+                    for _ in cached_synthesis(self.cache, voice, phrase, SynthesisParams()):
+                        pass
+                    self.warmed += 1
+                except Exception as exc:  # a bad phrase must not stop the others
+                    log.warning("phrase_warm_failed", phrase=phrase[:80], error=str(exc))
+            log.info("phrases_warmed", voice=voice.name, version=voice.version,
+                     phrases=len(self.phrases))
+
+    def stop(self, timeout: float = 5.0) -> None:
+        if self._thread.is_alive():
+            with contextlib.suppress(queue.Full):
+                self._queue.put(None, timeout=timeout)
+            self._thread.join(timeout)
+
+
+def open_phrase_cache(root: Path, max_mb: int) -> PhraseCache | None:
+    """The phrase cache under ``root``, or None (logged) when it is disabled or not writable."""
+    if max_mb <= 0:
+        return None
+    try:
+        return PhraseCache(root, max_mb * 1024 * 1024)
+    except OSError as exc:
+        log.warning("phrase_cache_disabled", dir=str(root), error=str(exc))
+        return None

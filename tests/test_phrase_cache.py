@@ -120,3 +120,74 @@ def test_concurrent_writers_never_expose_partial_entries(tmp_path: Path) -> None
     assert reader.stats()["corrupt"] == 0
     assert not list(tmp_path.glob("??/.put-*"))  # no temporary files left behind
     assert reader.get(key("shared")) is not None
+
+
+def test_cached_synthesis_serves_repeats_without_the_model(tiny_voice_dir: Path,
+                                                           tmp_path: Path) -> None:
+    from agent.phrase_cache import cached_synthesis
+    from agent.voice import Voice
+
+    voice = Voice.load(tiny_voice_dir)
+    cache = PhraseCache(tmp_path / "c", 10_000_000)
+    first = list(cached_synthesis(cache, voice, "Mind the gap.  Thank you.", SynthesisParams()))
+    calls: list[int] = []
+    original = voice.ids_to_audio
+
+    def counting(ids: list[int], params: SynthesisParams) -> np.ndarray:
+        calls.append(len(ids))
+        return original(ids, params)
+
+    voice.ids_to_audio = counting  # type: ignore[method-assign]
+    # same text after normalisation: a hit, no inference
+    again = list(cached_synthesis(cache, voice, "Mind the gap. Thank you.", SynthesisParams()))
+    assert again == first and calls == []
+    # another speed is another phrase
+    list(cached_synthesis(cache, voice, "Mind the gap. Thank you.",
+                          SynthesisParams(length_scale=1.3)))
+    assert calls
+
+
+def test_abandoned_synthesis_is_not_cached(tiny_voice_dir: Path, tmp_path: Path) -> None:
+    from agent.phrase_cache import cached_synthesis
+    from agent.voice import Voice
+
+    voice = Voice.load(tiny_voice_dir)
+    cache = PhraseCache(tmp_path / "c", 10_000_000)
+    chunks = cached_synthesis(cache, voice, "One. Two. Three.", SynthesisParams())
+    next(chunks)
+    chunks.close()  # e.g. interrupted by an urgent message
+    assert cache.stats()["entries"] == 0
+
+
+def test_model_swap_never_plays_stale_audio(tiny_voice_dir: Path, tmp_path: Path) -> None:
+    import make_tiny_voice
+    from agent.phrase_cache import cached_synthesis
+    from agent.voice import Voice
+
+    cache = PhraseCache(tmp_path / "c", 10_000_000)
+    old_voice = Voice.load(tiny_voice_dir)
+    old = list(cached_synthesis(cache, old_voice, "Hello.", SynthesisParams()))
+    make_tiny_voice.build_bundle(tiny_voice_dir.parent, version="2", gain=0.1)
+    new_voice = Voice.load(tiny_voice_dir)
+    assert new_voice.sha256 != old_voice.sha256
+    new = list(cached_synthesis(cache, new_voice, "Hello.", SynthesisParams()))
+    assert cache.stats()["hits"] == 0 and cache.stats()["entries"] == 2
+    assert [c.frames for c in new] == [c.frames for c in old]  # a miss: synthesized anew
+
+
+def test_warmer_fills_the_cache_after_a_load(tiny_voice_dir: Path, tmp_path: Path) -> None:
+    from agent.phrase_cache import PhraseWarmer, cached_synthesis
+    from agent.voice import Voice
+
+    voice = Voice.load(tiny_voice_dir)
+    cache = PhraseCache(tmp_path / "c", 10_000_000)
+    warmer = PhraseWarmer(cache, ["Doors closing.", "Next stop: Central."])
+    warmer.start()
+    warmer.warm(voice)
+    deadline = time.monotonic() + 30
+    while cache.stats()["entries"] < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    warmer.stop()
+    assert cache.stats()["entries"] == 2
+    list(cached_synthesis(cache, voice, "Doors closing.", SynthesisParams()))
+    assert cache.stats()["hits"] == 1

@@ -28,6 +28,7 @@ from agent.audio_format import AudioChunk, AudioFormat
 from agent.logs import bind_request, get_logger
 from agent.mqtt.protocol import SpeakCommand
 from agent.mqtt.tracker import RequestTracker
+from agent.phrase_cache import PhraseCache, cached_synthesis
 from agent.voice import SynthesisParams, Voice
 
 __all__ = ["JobQueue", "JobsFull", "SpeakJob", "SynthesisWorker", "VoiceSource"]
@@ -139,8 +140,10 @@ class SynthesisWorker:
     """The ``synthesis`` thread. See the module docstring."""
 
     def __init__(self, jobs: JobQueue, voices: VoiceSource, player: Player,
-                 tracker: RequestTracker, *, item_buffer_s: float = 30.0) -> None:
+                 tracker: RequestTracker, *, item_buffer_s: float = 30.0,
+                 phrase_cache: PhraseCache | None = None) -> None:
         self.jobs = jobs
+        self.phrase_cache = phrase_cache
         self.voices = voices
         self.player = player
         self.tracker = tracker
@@ -210,7 +213,7 @@ class SynthesisWorker:
                     length_scale=None if command.speed is None
                     else voice.config.length_scale / command.speed
                 )
-                chunks = voice.synthesize(command.text, params)
+                chunks = cached_synthesis(self.phrase_cache, voice, command.text, params)
             except Exception as exc:  # VoiceNotFound, VoiceLoadError, TextError
                 self.tracker.finish(job.request_id, "failed", reason=str(exc))
                 return
