@@ -57,8 +57,10 @@ venv() {
   local stamp="$VENV/.installed-$(sha256sum pyproject.toml | cut -c1-16)"
   if [ ! -f "$stamp" ]; then
     say "installing the agent and its dependencies into .venv"
-    "$PY" -m pip install -q --upgrade pip >/dev/null
-    "$PY" -m pip install -q -e ".[dev,voice]"
+    if ! { "$PY" -m pip install -q --upgrade pip && "$PY" -m pip install -q -e ".[dev,voice]"; } \
+        >"$VENV/pip.log" 2>&1; then
+      tail -n 40 "$VENV/pip.log" >&2; say "pip install failed (log: $VENV/pip.log)"; exit 1
+    fi
     rm -f "$VENV"/.installed-* && touch "$stamp"
   fi
 }
@@ -90,9 +92,59 @@ cmd_test() {
 
 cmd_demo() {
   setup
-  say "synthesizing a sentence with the real voice"
-  "$VENV/bin/tts-agent" synth --text "Welcome to the station." --out "$ROOT/demo.wav"
-  say "wrote $ROOT/demo.wav"
+  local run_dir="$ROOT/.cache/demo" device_id="demo" text
+  AGENT_PID="" BROKER_PID=""
+  text="${1:-Hello, this is the edge text to speech agent. Welcome to the station.}"
+  mkdir -p "$run_dir"
+  cleanup() {
+    if [ -n "${AGENT_PID:-}" ]; then kill -TERM "$AGENT_PID" 2>/dev/null; wait "$AGENT_PID" 2>/dev/null; fi
+    if [ -n "${BROKER_PID:-}" ]; then kill -TERM "$BROKER_PID" 2>/dev/null; wait "$BROKER_PID" 2>/dev/null; fi
+    return 0
+  }
+  trap cleanup EXIT
+  if [ -z "${TTS_AGENT_MQTT__HOST:-}" ]; then
+    local port
+    port="$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+    printf 'listener %s 127.0.0.1\nallow_anonymous true\nset_tcp_nodelay true\npersistence false\n' \
+      "$port" > "$run_dir/mosquitto.conf"
+    say "step 1: no broker configured: starting a local Mosquitto on 127.0.0.1:$port"
+    /usr/sbin/mosquitto -c "$run_dir/mosquitto.conf" >"$run_dir/mosquitto.log" 2>&1 &
+    BROKER_PID=$!
+    export TTS_AGENT_MQTT__HOST=127.0.0.1 TTS_AGENT_MQTT__PORT="$port"
+  else
+    say "step 1: using the configured broker $TTS_AGENT_MQTT__HOST:${TTS_AGENT_MQTT__PORT:-1883}"
+  fi
+  export TTS_AGENT_DEVICE_ID="$device_id" TTS_AGENT_MODELS__DIR="$ROOT/models"
+  export TTS_AGENT_CACHE__DIR="$run_dir/cache"
+  if [ -z "${TTS_AGENT_AUDIO__DEVICE:-}" ]; then
+    if aplay -l 2>/dev/null | grep -q '^card '; then
+      say "step 2: playing on the default ALSA device"
+    else
+      rm -f "$ROOT/demo.wav"
+      export TTS_AGENT_AUDIO__DEVICE="file:'$ROOT/demo.wav',wav"
+      say "step 2: no sound card: the agent plays into an ALSA file PCM, $ROOT/demo.wav"
+    fi
+  fi
+  say "step 3: starting the agent (tts-agent run), log in $run_dir/agent.log"
+  "$VENV/bin/tts-agent" run >"$run_dir/agent.log" 2>&1 &
+  AGENT_PID=$!
+  local tries=0
+  until "$VENV/bin/tts-agent" send --device "$device_id" ping --wait --timeout 2 >/dev/null 2>&1; do
+    tries=$((tries + 1))
+    if ! kill -0 "$AGENT_PID" 2>/dev/null || [ "$tries" -ge 30 ]; then
+      say "the agent did not come up; its log:"; tail -n 30 "$run_dir/agent.log" >&2; exit 1
+    fi
+    sleep 1
+  done
+  say "step 4: the agent answers ping; sending a speak command and waiting for the outcome"
+  "$VENV/bin/tts-agent" send --device "$device_id" speak "$text" --wait --progress
+  say "step 5: stopping the agent (SIGTERM)"
+  kill -TERM "$AGENT_PID"; wait "$AGENT_PID" || true; AGENT_PID=""
+  if [ -f "$ROOT/demo.wav" ] && [ "${TTS_AGENT_AUDIO__DEVICE:-}" = "file:'$ROOT/demo.wav',wav" ]; then
+    say "done: $(soxi -D "$ROOT/demo.wav" 2>/dev/null || echo '?') s of speech in $ROOT/demo.wav"
+  else
+    say "done"
+  fi
 }
 
 case "${1:-setup}" in
