@@ -112,6 +112,19 @@ def test_real_voice_speaks_a_sentence(real_voice_dir: Path) -> None:
 
 
 @pytest.mark.voice
+def test_real_voice_is_intelligible(real_voice_dir: Path) -> None:
+    from asr import transcribe
+
+    voice = Voice.load(real_voice_dir)
+    text = "Welcome to the station. Please stand clear of the closing doors."
+    chunks = list(voice.synthesize(text, SynthesisParams(noise_scale=0.0, noise_w=0.0)))
+    heard = set(transcribe(chunks).split())
+    expected = ["welcome", "station", "stand", "clear", "closing", "doors"]
+    recalled = [word for word in expected if word in heard]
+    assert len(recalled) >= 5, heard  # the recogniser itself misses a word now and then
+
+
+@pytest.mark.voice
 def test_real_voice_length_scale_slows_speech(real_voice_dir: Path) -> None:
     voice = Voice.load(real_voice_dir)
     normal = next(voice.synthesize("Please stand clear of the doors.",
