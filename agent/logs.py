@@ -27,6 +27,21 @@ _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARN
 _NOISY = ("paho", "watchdog", "onnxruntime")
 
 
+class _StderrLogger:
+    """Writes each rendered line to whatever ``sys.stderr`` is *now* (not when logging was
+    configured), so replacing the stream (test capture, daemonisation) never breaks logging."""
+
+    def __init__(self, *_args: Any) -> None:
+        pass
+
+    def msg(self, message: str) -> None:
+        stream = sys.stderr
+        stream.write(message + "\n")
+        stream.flush()
+
+    log = debug = info = warn = warning = error = critical = exception = fatal = msg
+
+
 def configure_logging(level: str = "info", fmt: str = "auto") -> None:
     """Configure structlog and the stdlib root logger; safe to call again (last call wins)."""
     use_json = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
@@ -46,7 +61,7 @@ def configure_logging(level: str = "info", fmt: str = "auto") -> None:
     structlog.configure(
         processors=[*processors, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=_StderrLogger,
         cache_logger_on_first_use=False,
     )
     logging.basicConfig(level=numeric, stream=sys.stderr, force=True,

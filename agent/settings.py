@@ -147,6 +147,9 @@ class CacheSettings(_Section):
 
 
 class AudioSettings(_Section):
+    """ALSA output (read by :mod:`agent.audio`). Unset period/buffer sizes come from the
+    hardware profile (:meth:`with_profile`), else about 20 ms periods, 4 per buffer."""
+
     device: str = Field(
         default="default", min_length=1, max_length=512, description="ALSA PCM name."
     )
@@ -203,6 +206,19 @@ class AudioSettings(_Section):
         description="Synthesized audio one request may hold ahead of playback (s); "
         "the producer waits when it is full.",
     )
+
+    def with_profile(self, profile: Any) -> AudioSettings:
+        """These settings with a hardware profile's ``[audio]`` section applied.
+
+        ``profile`` is ``EffectiveProfile.audio`` (``alsa_device``, ``period_frames``,
+        ``buffer_periods``, ``queue_max``), which already lets explicit settings win.
+        """
+        return self.model_copy(update={
+            "device": profile.alsa_device,
+            "period_frames": profile.period_frames,
+            "buffer_periods": profile.buffer_periods,
+            "queue_max": profile.queue_max,
+        })
 
 
 class MqttSettings(_Section):

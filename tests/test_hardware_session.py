@@ -149,7 +149,7 @@ def test_a_fallback_is_reported_not_silent(model: tuple[Path, np.ndarray],
         pytest.skip("this onnxruntime build has CUDA")
     configure_logging("info", "json")
     session, provider = create_session(path, RuntimeOptions(providers=("cuda", "cpu")))
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err  # logs go to stderr
     assert provider == "CPUExecutionProvider"
     assert '"event": "onnx_provider_unavailable"' in out
     assert '"event": "onnx_provider_fallback"' in out

@@ -92,7 +92,6 @@ log = get_logger(__name__)
 
 _PROBE_FORMAT = AudioFormat(rate=22050, width=2, channels=1)
 """Format of the start-up/recovery probe when no voice has played yet (Piper's usual)."""
-_FINAL_KINDS = ("finished", "interrupted", "failed", "expired")
 
 
 @dataclass
@@ -136,7 +135,10 @@ class _Utterance:
                 parts.append(head[:need])
                 self.pending[0] = head[need:]
                 need = 0
-        taken = np.concatenate(parts) if len(parts) != 1 else parts[0]
+        if not parts:
+            channels = self.converter.channels if self.converter is not None else 1
+            return np.zeros((0, channels), dtype=np.float32)
+        taken = np.concatenate(parts) if len(parts) > 1 else parts[0]
         self.pending_frames -= len(taken)
         return taken
 
@@ -260,7 +262,7 @@ class AudioPlayer:
             data.update(
                 state=self._state,
                 reason=self._reason,
-                device=self._device_info,
+                device=dict(self._device_info) if self._device_info else None,
                 queue_depth=len(self._queue),
                 playing=self._playing,
                 volume=self._volume,
@@ -344,6 +346,9 @@ class AudioPlayer:
                 self._play_utterance(utterance)
         except DeviceError as exc:
             self._device_failed(str(exc))
+        except Exception as exc:
+            self._finish(item, "failed", f"internal error in the audio player: {exc}")
+            raise
         finally:
             self._current = None
             with self._lock:
@@ -381,7 +386,7 @@ class AudioPlayer:
                 reason = f"no audio from synthesis for {self._settings.producer_timeout_s:g} s"
                 self._end(u, "failed", reason, "fade")
                 return
-            self._keep_fed()
+            self._keep_fed(u)
             self._wake.wait(self._wait_step())
 
     def _pull(self, u: _Utterance) -> bool:
@@ -502,13 +507,23 @@ class AudioPlayer:
             self._counts["underruns"] = self._underruns_before + device.underruns
         self._fire_marks()
 
-    def _keep_fed(self) -> None:
-        """While waiting for the producer, keep a running stream from underrunning."""
+    def _keep_fed(self, u: _Utterance) -> None:
+        """While waiting for the producer, keep a running stream from underrunning.
+
+        What the utterance already has goes out first, the resampler's tail
+        included, so a gap falls between sentences, never inside one.
+        """
         device = self._device
         if device is None or not self._running:
             return
         period = device.params.period_frames
-        if self._call(device.queued_frames) < 2 * period:
+        if self._call(device.queued_frames) >= 2 * period:
+            return
+        if u.converter is not None:
+            u.add(u.converter.flush())
+        if u.pending_frames:
+            self._write_audio(u, u.take(u.pending_frames))
+        else:
             self._write_silence(period)
 
     def _fire_marks(self) -> None:
@@ -589,16 +604,16 @@ class AudioPlayer:
     def _device_failed(self, reason: str, count: bool = True) -> None:
         """The device failed: close it, fail what is in its buffer, retry later."""
         log.warning("audio_device_failed", reason=reason)
+        self._close_device()
+        if count:
+            with self._lock:
+                self._counts["device_errors"] += 1
+        self._set_degraded(reason)  # before the events: their receivers may read stats()
         while self._marks:
             mark = self._marks.popleft()
             self._finish(mark.item, "failed", reason, audio_seconds=mark.audio_seconds)
         if self._current is not None:
             self._finish(self._current, "failed", reason)
-        self._close_device()
-        if count:
-            with self._lock:
-                self._counts["device_errors"] += 1
-        self._set_degraded(reason)
 
     def _set_degraded(self, reason: str) -> None:
         self._retry_at = time.monotonic() + self._settings.reopen_interval_s

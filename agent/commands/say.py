@@ -1,0 +1,135 @@
+"""``tts-agent say "text"``: speak on the configured ALSA device, no broker needed.
+
+The sentences are synthesized on this thread and handed to the audio player as
+they come, so the first one plays while the rest are still being synthesized.
+Exit status 0 once everything has been played out; 1 with a one-line reason when
+the voice, the text or the audio device fails; 130 on Ctrl-C (playback is cut).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+from agent.commands import CommandError, add_config_argument, settings_from_args
+
+if TYPE_CHECKING:
+    from agent.settings import AudioSettings, Settings
+
+MAX_STDIN_BYTES = 1 << 20
+_REQUEST_ID = "say"
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("say", help="speak text on the audio device (no broker)")
+    add_config_argument(parser)
+    parser.add_argument("text", nargs="?", help="text to speak (omit or '-' to read stdin)")
+    parser.add_argument("--voice", help="voice name (default: models.default_voice)")
+    parser.add_argument("--device", help="ALSA PCM to play on (default: audio.device)")
+    parser.add_argument("--volume", type=float, help="volume of this utterance, 0.0-1.0")
+    parser.add_argument("--length-scale", type=float, help="speech duration factor (>1 slower)")
+    parser.add_argument("--noise-scale", type=float, help="generator noise (0 = deterministic)")
+    parser.add_argument("--noise-w", type=float, help="duration noise (0 = deterministic)")
+    parser.add_argument("--speaker", type=int, help="speaker id of a multi-speaker voice")
+    parser.set_defaults(handler=run)
+
+
+def _text(args: argparse.Namespace) -> str:
+    if args.text is not None and args.text != "-":
+        return str(args.text)
+    data = sys.stdin.buffer.read(MAX_STDIN_BYTES + 1)
+    if len(data) > MAX_STDIN_BYTES:
+        raise CommandError(f"standard input is larger than {MAX_STDIN_BYTES} bytes")
+    return data.decode("utf-8", errors="replace")
+
+
+def _bounded(value: float | None, name: str, low: float, high: float) -> float | None:
+    if value is not None and not low <= value <= high:
+        raise CommandError(f"{name} must be between {low} and {high}")
+    return value
+
+
+def _audio_settings(settings: Settings, profile: Any, device: str | None) -> AudioSettings:
+    from pydantic import ValidationError
+
+    from agent.settings import AudioSettings
+
+    audio = settings.audio if profile is None else settings.audio.with_profile(profile.audio)
+    if device is None:
+        return audio
+    try:
+        return AudioSettings(**{**audio.model_dump(), "device": device})
+    except ValidationError as exc:
+        raise CommandError(f"--device: {exc.errors()[0]['msg']}") from exc
+
+
+def run(args: argparse.Namespace) -> int:
+    from agent.frontend import TextError, normalize_text
+    from agent.hardware import ProfileError, resolve_profile
+    from agent.voice import SynthesisParams, VoiceLoadError
+    from agent.voices import VoiceLibrary, VoiceNotFound
+
+    settings = settings_from_args(args)
+    text = _text(args)
+    try:
+        normalize_text(text, settings.synthesis.max_text_chars)  # fail before loading a model
+    except TextError as exc:
+        raise CommandError(str(exc)) from exc
+    volume = _bounded(args.volume, "--volume", 0.0, 1.0)
+    params = SynthesisParams(
+        length_scale=_bounded(args.length_scale, "--length-scale", 0.1, 10.0),
+        noise_scale=_bounded(args.noise_scale, "--noise-scale", 0.0, 2.0),
+        noise_w=_bounded(args.noise_w, "--noise-w", 0.0, 2.0),
+        speaker_id=args.speaker,
+    )
+    try:
+        profile: Any = resolve_profile(settings)
+    except (ProfileError, OSError):
+        profile = None  # plain settings and library defaults
+    audio = _audio_settings(settings, profile, args.device)
+    try:
+        voice = VoiceLibrary.for_settings(settings, profile=profile).get(args.voice)
+    except (VoiceNotFound, VoiceLoadError) as exc:
+        raise CommandError(str(exc)) from exc
+    event = _speak(audio, voice, text, params, 1.0 if volume is None else volume)
+    if event.kind != "finished":
+        raise CommandError(f"playback {event.kind} on {audio.device!r}: {event.reason}")
+    print(json.dumps({"voice": voice.name, "device": audio.device,
+                      "seconds": round(event.audio_seconds, 3)}))
+    return 0
+
+
+def _speak(audio: AudioSettings, voice: Any, text: str, params: Any, volume: float) -> Any:
+    """Synthesize into a play item while the player plays it; returns its final event."""
+    from agent.audio import AudioPlayer, PlaybackEvent, PlayItem
+    from agent.audio_format import AudioFormat
+    from agent.frontend import TextError
+
+    def ignore(_event: PlaybackEvent) -> None:  # player thread; the item carries the result
+        return None
+
+    player = AudioPlayer(audio, ignore)
+    player.start()
+    item = PlayItem(_REQUEST_ID, volume=volume, format=AudioFormat(rate=voice.sample_rate),
+                    max_buffered_s=audio.item_buffer_s)
+    try:
+        player.submit(item)
+        try:
+            for chunk in voice.synthesize(text, params):
+                if not item.put(chunk):
+                    break  # the player gave up (device failure): its event says why
+            item.close()
+        except (TextError, ValueError) as exc:
+            item.fail(str(exc))
+            raise CommandError(str(exc)) from exc
+        result = None
+        while result is None:
+            result = item.wait(0.5)
+        return result
+    except KeyboardInterrupt:
+        player.stop(flush=True)
+        raise
+    finally:
+        player.close()
