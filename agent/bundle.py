@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import shutil
 import tempfile
@@ -25,6 +24,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from agent.fsutil import atomic_write
 
 __all__ = [
     "MANIFEST_NAME",
@@ -179,22 +180,9 @@ def write_manifest(
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         **(extra or {}),
     }
-    _atomic_write(bundle_dir / MANIFEST_NAME, json.dumps(manifest, indent=2) + "\n")
+    atomic_write(bundle_dir / MANIFEST_NAME, (json.dumps(manifest, indent=2) + "\n").encode(),
+                 prefix=".manifest-")
     return manifest
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=".manifest-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fchmod(handle.fileno(), 0o644)
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def import_voice(onnx_path: Path, models_dir: Path, *, version: str, source: str,

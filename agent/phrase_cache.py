@@ -23,7 +23,6 @@ import hashlib
 import json
 import os
 import queue
-import tempfile
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import astuple
@@ -32,6 +31,7 @@ from typing import Any
 
 from agent.audio_format import AudioChunk, AudioFormat
 from agent.frontend import normalize_text
+from agent.fsutil import atomic_write
 from agent.logs import get_logger
 from agent.voice import SynthesisParams, Voice
 
@@ -136,16 +136,7 @@ class PhraseCache:
             return False
         path = self._path(key)
         path.parent.mkdir(exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".put-", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(blob)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write(path, blob, prefix=".put-")
         with self._lock:
             self._sizes[path] = len(blob)
         self._evict()

@@ -1,8 +1,15 @@
-"""``tts-agent run``: the daemon. MQTT commands in, speech out, until SIGTERM/SIGINT."""
+"""``tts-agent run``: the daemon. MQTT commands in, speech out, until SIGTERM/SIGINT.
+
+SIGHUP re-reads the settings file given with ``--config`` (or the default one) and re-checks
+the voices; under systemd that is ``systemctl reload tts-agent``.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+from pathlib import Path
 from typing import Any
 
 from agent.commands import CommandError, add_config_argument, settings_from_args
@@ -10,20 +17,37 @@ from agent.commands import CommandError, add_config_argument, settings_from_args
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
-        "run", help="run the agent: take commands over MQTT, speak them (stops on SIGTERM)"
+        "run", help="run the agent: take commands over MQTT, speak them (stops on SIGTERM, "
+                    "reloads on SIGHUP)"
     )
     add_config_argument(parser)
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from agent.logs import get_logger
     from agent.mqtt.client import ClientConfigError
     from agent.mqtt.topics import TopicError
     from agent.service import AgentService, run_until_signal
+    from agent.settings import Settings, load_settings
 
     settings = settings_from_args(args)
+    config: Path | None = getattr(args, "config", None)
+
+    def reread() -> Settings:
+        return load_settings(config)
+
     try:
         service = AgentService(settings)
     except (ClientConfigError, TopicError) as exc:
         raise CommandError(str(exc), status=2) from exc
-    return run_until_signal(service)
+    status = run_until_signal(service, reread)
+    if service.stopped_cleanly is False:
+        # A worker is stuck inside native code (e.g. an onnxruntime inference that never
+        # returns). Interpreter teardown would free the session under it and abort; the
+        # shutdown itself is complete (``stopped`` published, disconnected), so leave now.
+        get_logger(__name__).warning("exiting_without_teardown", status=status)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    return status

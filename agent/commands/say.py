@@ -10,15 +10,21 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import TYPE_CHECKING, Any
 
-from agent.commands import CommandError, add_config_argument, settings_from_args
+from agent.commands import (
+    CommandError,
+    add_config_argument,
+    add_synthesis_arguments,
+    bounded,
+    checked_text,
+    settings_from_args,
+    synthesis_params,
+)
 
 if TYPE_CHECKING:
     from agent.settings import AudioSettings, Settings
 
-MAX_STDIN_BYTES = 1 << 20
 _REQUEST_ID = "say"
 
 
@@ -26,29 +32,10 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("say", help="speak text on the audio device (no broker)")
     add_config_argument(parser)
     parser.add_argument("text", nargs="?", help="text to speak (omit or '-' to read stdin)")
-    parser.add_argument("--voice", help="voice name (default: models.default_voice)")
     parser.add_argument("--device", help="ALSA PCM to play on (default: audio.device)")
     parser.add_argument("--volume", type=float, help="volume of this utterance, 0.0-1.0")
-    parser.add_argument("--length-scale", type=float, help="speech duration factor (>1 slower)")
-    parser.add_argument("--noise-scale", type=float, help="generator noise (0 = deterministic)")
-    parser.add_argument("--noise-w", type=float, help="duration noise (0 = deterministic)")
-    parser.add_argument("--speaker", type=int, help="speaker id of a multi-speaker voice")
+    add_synthesis_arguments(parser)
     parser.set_defaults(handler=run)
-
-
-def _text(args: argparse.Namespace) -> str:
-    if args.text is not None and args.text != "-":
-        return str(args.text)
-    data = sys.stdin.buffer.read(MAX_STDIN_BYTES + 1)
-    if len(data) > MAX_STDIN_BYTES:
-        raise CommandError(f"standard input is larger than {MAX_STDIN_BYTES} bytes")
-    return data.decode("utf-8", errors="replace")
-
-
-def _bounded(value: float | None, name: str, low: float, high: float) -> float | None:
-    if value is not None and not low <= value <= high:
-        raise CommandError(f"{name} must be between {low} and {high}")
-    return value
 
 
 def _audio_settings(settings: Settings, profile: Any, device: str | None) -> AudioSettings:
@@ -66,24 +53,14 @@ def _audio_settings(settings: Settings, profile: Any, device: str | None) -> Aud
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent.frontend import TextError, normalize_text
     from agent.hardware import ProfileError, resolve_profile
-    from agent.voice import SynthesisParams, VoiceLoadError
+    from agent.voice import VoiceLoadError
     from agent.voices import VoiceLibrary, VoiceNotFound
 
     settings = settings_from_args(args)
-    text = _text(args)
-    try:
-        normalize_text(text, settings.synthesis.max_text_chars)  # fail before loading a model
-    except TextError as exc:
-        raise CommandError(str(exc)) from exc
-    volume = _bounded(args.volume, "--volume", 0.0, 1.0)
-    params = SynthesisParams(
-        length_scale=_bounded(args.length_scale, "--length-scale", 0.1, 10.0),
-        noise_scale=_bounded(args.noise_scale, "--noise-scale", 0.0, 2.0),
-        noise_w=_bounded(args.noise_w, "--noise-w", 0.0, 2.0),
-        speaker_id=args.speaker,
-    )
+    text = checked_text(args.text, settings)
+    volume = bounded(args.volume, "--volume", 0.0, 1.0)
+    params = synthesis_params(args)
     try:
         profile: Any = resolve_profile(settings)
     except (ProfileError, OSError):

@@ -9,13 +9,20 @@ import wave
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.commands import CommandError, add_config_argument, settings_from_args
+from agent.commands import (
+    CommandError,
+    add_config_argument,
+    add_synthesis_arguments,
+    checked_text,
+    read_text,
+    settings_from_args,
+    synthesis_params,
+)
 
 if TYPE_CHECKING:
     from agent.settings import Settings
     from agent.voice import Voice
 
-MAX_STDIN_BYTES = 1 << 20
 
 
 def register(subparsers: Any) -> None:
@@ -23,11 +30,7 @@ def register(subparsers: Any) -> None:
     add_config_argument(synth)
     synth.add_argument("--text", help="text to speak (default: read standard input)")
     synth.add_argument("--out", type=Path, required=True, help="WAV file to write ('-' = stdout)")
-    synth.add_argument("--voice", help="voice name (default: models.default_voice)")
-    synth.add_argument("--length-scale", type=float, help="speech duration factor (>1 slower)")
-    synth.add_argument("--noise-scale", type=float, help="generator noise (0 = deterministic)")
-    synth.add_argument("--noise-w", type=float, help="duration noise (0 = deterministic)")
-    synth.add_argument("--speaker", type=int, help="speaker id of a multi-speaker voice")
+    add_synthesis_arguments(synth)
     synth.set_defaults(handler=run_synth)
 
     voices = subparsers.add_parser("voices", help="list installed voices")
@@ -43,15 +46,6 @@ def register(subparsers: Any) -> None:
     phon.set_defaults(handler=run_phonemize)
 
 
-def _text(args: argparse.Namespace) -> str:
-    if args.text is not None:
-        return str(args.text)
-    data = sys.stdin.buffer.read(MAX_STDIN_BYTES + 1)
-    if len(data) > MAX_STDIN_BYTES:
-        raise CommandError(f"standard input is larger than {MAX_STDIN_BYTES} bytes")
-    return data.decode("utf-8", errors="replace")
-
-
 def _voice(settings: Settings, name: str | None) -> Voice:
     from agent.voice import VoiceLoadError
     from agent.voices import VoiceLibrary, VoiceNotFound
@@ -62,28 +56,12 @@ def _voice(settings: Settings, name: str | None) -> Voice:
         raise CommandError(str(exc)) from exc
 
 
-def _float_param(value: float | None, name: str, low: float, high: float) -> float | None:
-    if value is not None and not low <= value <= high:
-        raise CommandError(f"{name} must be between {low} and {high}")
-    return value
-
-
 def run_synth(args: argparse.Namespace) -> int:
-    from agent.frontend import TextError, normalize_text
-    from agent.voice import SynthesisParams
+    from agent.frontend import TextError
 
     settings = settings_from_args(args)
-    text = _text(args)
-    try:
-        normalize_text(text, settings.synthesis.max_text_chars)  # fail before loading a model
-    except TextError as exc:
-        raise CommandError(str(exc)) from exc
-    params = SynthesisParams(
-        length_scale=_float_param(args.length_scale, "--length-scale", 0.1, 10.0),
-        noise_scale=_float_param(args.noise_scale, "--noise-scale", 0.0, 2.0),
-        noise_w=_float_param(args.noise_w, "--noise-w", 0.0, 2.0),
-        speaker_id=args.speaker,
-    )
+    text = checked_text(args.text, settings)
+    params = synthesis_params(args)
     voice = _voice(settings, args.voice)
     try:
         chunks = voice.synthesize(text, params)
@@ -159,7 +137,7 @@ def run_phonemize(args: argparse.Namespace) -> int:
     frontend = Frontend(config.espeak_voice, config.phoneme_id_map,
                         max_chars=settings.synthesis.max_text_chars, cache_size=0)
     try:
-        sentences = frontend.sentences(_text(args))
+        sentences = frontend.sentences(read_text(args.text))
     except TextError as exc:
         raise CommandError(str(exc)) from exc
     print(json.dumps({"sentences": [

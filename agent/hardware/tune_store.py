@@ -9,12 +9,12 @@ or a container given other CPUs, must not inherit a stale thread count).
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agent.fsutil import atomic_write
 
 __all__ = ["TuneFileError", "TuneMeasurement", "TuneOverride", "read_tune", "write_tune"]
 
@@ -85,13 +85,4 @@ def read_tune(path: Path) -> TuneOverride | None:
 def write_tune(path: Path, tune: TuneOverride) -> None:
     """Write ``tune`` atomically (temporary file, fsync, rename)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tune-", suffix=".json", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(tune.model_dump_json(indent=2) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, (tune.model_dump_json(indent=2) + "\n").encode(), prefix=".tune-")
