@@ -6,13 +6,28 @@ Data flows one way::
     PlayItem --AudioPlayer--> ALSA            events <--RequestTracker <-- player / worker
 
 Threads: ``mqtt-network`` (paho; parse and hand on only), ``dispatch`` (commands),
-``synthesis`` (onnxruntime), the player thread (ALSA), and the main thread, which waits for
-SIGTERM/SIGINT in :func:`run_until_signal`. Presence is retained on ``{prefix}/{device}/status``:
-``online`` on every connect, ``offline`` as the Last Will, ``stopped`` on a clean shutdown.
+``synthesis`` (onnxruntime), the player thread (ALSA), ``health-reporter`` (snapshots),
+``sd-watchdog`` (systemd pings) and the main thread, which waits for signals in
+:func:`run_until_signal`. Presence is retained on ``{prefix}/{device}/status``: ``online`` on
+every connect, ``offline`` as the Last Will, ``stopped`` on a clean shutdown.
+
+Health and systemd (see docs/readme/health.md):
+
+- :class:`~agent.health.Health` gathers the snapshot: request counts and timings (fed by the
+  :class:`~agent.mqtt.tracker.RequestTracker`), the workers' liveness, and one section per
+  part (``voices``, ``audio``, ``mqtt``, ``queue``, ``hardware``, ``phrase_cache``).
+- :class:`~agent.health_reporter.HealthReporter` publishes it retained on
+  ``{prefix}/{device}/health`` (only while connected; a fresh one after every connect and
+  every ``ping``) and keeps systemd's ``STATUS=`` line current.
+- :class:`~agent.liveness.Watchdog` sends ``WATCHDOG=1`` only while the synthesis worker,
+  the audio player and the MQTT network loop make progress.
+- :func:`run_until_signal` sends ``READY=1`` once the default voice is loaded and warm,
+  ``RELOADING=1`` ... ``READY=1`` around a SIGHUP reload and ``STOPPING=1`` on SIGTERM/SIGINT.
 """
 
 from __future__ import annotations
 
+import json
 import queue
 import signal
 import threading
@@ -23,7 +38,10 @@ from typing import TYPE_CHECKING, Any
 from agent import __version__
 from agent.audio.player import AudioPlayer
 from agent.hardware import ProfileError, resolve_profile
-from agent.logs import get_logger
+from agent.health import Health, summary_line
+from agent.health_reporter import HealthReporter
+from agent.liveness import Liveness, Watchdog
+from agent.logs import configure_logging, get_logger
 from agent.model_watch import ModelWatcher
 from agent.mqtt.client import MqttClient, OutboundMessage, Publication
 from agent.mqtt.dispatch import Dispatcher, ReloadError
@@ -40,6 +58,7 @@ from agent.mqtt.publisher import EventPublisher
 from agent.mqtt.speech import JobQueue, SynthesisWorker
 from agent.mqtt.topics import Namespace
 from agent.mqtt.tracker import RequestTracker
+from agent.sdnotify import Notifier
 from agent.settings import Settings
 from agent.voice import VoiceLoadError
 from agent.voices import VoiceLibrary, VoiceNotFound
@@ -54,6 +73,11 @@ log = get_logger(__name__)
 SHUTDOWN_GRACE_S = 5.0
 """How long a shutdown lets the current utterance finish before cutting it (s)."""
 _JOIN_S = 5.0
+_PROFILE_DETAILS = ("candidates", "why", "origins")
+"""Parts of the profile description left out of the health report's ``hardware``."""
+MIN_BEAT_TIMEOUT_S = 5.0
+"""The synthesis and MQTT loops turn at least every 0.5 s; one that has not turned for
+``max(health.stall_s, MIN_BEAT_TIMEOUT_S)`` while idle counts as hung."""
 
 
 class _Offline:
@@ -66,24 +90,27 @@ class _Offline:
         return Publication(None, acked)
 
 
-def _hardware_profile(settings: Settings) -> Any:
-    """The effective hardware profile, or None when it cannot be resolved (logged)."""
+def _hardware_profile(settings: Settings) -> tuple[Any, str | None]:
+    """The effective hardware profile and None, or None and why it cannot be resolved (logged)."""
     try:
-        return resolve_profile(settings)
+        return resolve_profile(settings), None
     except (ProfileError, OSError) as exc:
         log.warning("hardware_profile_unavailable", error=str(exc))
-        return None
+        return None, str(exc)
 
 
 class AgentService:
-    """The running agent. :meth:`start` and :meth:`stop` from the main thread.
+    """The running agent. :meth:`start`, :meth:`notify_ready`, :meth:`reload` and :meth:`stop`
+    from the main thread.
 
     ``voices`` and ``player`` may be given (tests, benchmarks); by default they are built from
-    ``settings`` (voices with the hardware profile's onnxruntime options).
+    ``settings`` (voices with the hardware profile's onnxruntime options). ``notifier`` talks
+    to systemd; by default it is taken from ``$NOTIFY_SOCKET`` (and the variables are removed
+    from the environment so that child processes cannot notify in our name).
     """
 
     def __init__(self, settings: Settings, *, voices: VoiceLibrary | None = None,
-                 player: AudioPlayer | None = None) -> None:
+                 player: AudioPlayer | None = None, notifier: Notifier | None = None) -> None:
         self.settings = settings
         mqtt = settings.mqtt
         self.started_at = time.monotonic()
@@ -91,11 +118,20 @@ class AgentService:
         self.site_id = mqtt.site_id or settings.device_id
         self.volume = settings.audio.volume
         self.stopping = threading.Event()
-        self.profile_name: str | None = settings.profile
+        self.stopped_cleanly: bool | None = None
+        """After :meth:`stop`: whether every worker thread ended (False: one is stuck, e.g. in
+        onnxruntime, and the process should leave without running interpreter teardown)."""
+        self.notifier = notifier if notifier is not None else Notifier.from_environ(unset=True)
+        self.liveness = Liveness(settings.health.stall_s)
+        self.health = Health(settings, liveness=self.liveness)
+        self.profile: Any
+        """The :class:`agent.hardware.EffectiveProfile` in force, None if it cannot be resolved."""
+        self._profile_error: str | None
+        self.profile, self._profile_error = _hardware_profile(settings)
+        self.profile_name: str | None = (self.profile.name if self.profile is not None
+                                         else settings.profile)
         if voices is None:
-            profile = _hardware_profile(settings)
-            if profile is not None:
-                self.profile_name = profile.name
+            profile = self.profile
             voices = VoiceLibrary(
                 settings,
                 runtime=profile.runtime_options() if profile is not None else None,
@@ -123,7 +159,7 @@ class AgentService:
                                      retain=True),
             )
         self.publisher = EventPublisher(self.client or _Offline(), self.topics)
-        self.tracker = RequestTracker(self.publisher)
+        self.tracker = RequestTracker(self.publisher, recorder=self.health)
         self.requests: queue.Queue[Request] = queue.Queue(maxsize=mqtt.intake_queue)
         self.intake = Intake(
             topics=self.topics, groups=tuple(mqtt.groups), tracker=self.tracker,
@@ -139,17 +175,26 @@ class AgentService:
             self.requests, self.jobs, self.tracker, self.player,
             voice_names=self.voices.names, default_voice=settings.models.default_voice,
             status=self.ping_status, reload=self._run_reload,
-            on_volume=self._set_volume,
+            on_volume=self._set_volume, on_ping=self._on_ping,
         )
+        self.reporter = HealthReporter(
+            self.health, publish=self._publish_health if self.client is not None else None,
+            notifier=self.notifier,
+        )
+        self.watchdog = Watchdog(self.liveness, self.notifier)
+        self._add_health_sections()
 
     # -- lifecycle (main thread) ----------------------------------------------------------
 
     def start(self) -> None:
-        """Warm the default voice, start the player and workers, then connect."""
+        """Start the systemd watchdog, warm the default voice, start the player and workers
+        (each watched for liveness once it runs), connect, start the health reporter."""
         mqtt = self.settings.mqtt
+        self.watchdog.start()
         log.info("agent_starting", device=self.settings.device_id, version=__version__,
                  broker=f"{mqtt.host}:{mqtt.port}" if mqtt.enabled else None, tls=mqtt.tls,
                  protocol=mqtt.protocol, profile=self.profile_name)
+        self.notifier.status(f"starting: loading voice {self.settings.models.default_voice}")
         try:
             voice = self.voices.get(None)
             log.info("default_voice_ready", voice=voice.name, version=voice.version)
@@ -164,13 +209,82 @@ class AgentService:
             self.client.start()
         else:
             log.warning("mqtt_disabled", hint="no commands can reach the agent")
+        self._watch_workers()
+        self.reporter.start()
 
-    def stop(self, grace_s: float = SHUTDOWN_GRACE_S) -> None:
-        """Refuse new work, let the current utterance finish (up to ``grace_s``), publish
-        ``stopped``, disconnect. Every open request gets its final event."""
+    def notify_ready(self) -> None:
+        """``READY=1`` with the one-line health summary (main thread, after :meth:`start`).
+
+        The default voice is loaded and warm by then. If it could not be loaded, READY is sent
+        all the same with ``failing: no voice loaded`` as its status: the agent stays reachable
+        over MQTT (health, ``reload``) so that the fleet can repair it, instead of being
+        restarted in a loop by systemd.
+        """
+        snap = self.health.snapshot()
+        log.info("agent_ready", state=snap["state"], reasons=snap["reasons"])
+        self.notifier.ready(status=summary_line(snap))
+
+    def reload(self, load_settings: Callable[[], Settings] | None = None) -> str:
+        """SIGHUP (main thread): ``RELOADING=1``, re-read the settings where that is safe,
+        re-check every voice, ``READY=1``. Returns the one-line result (also the STATUS).
+
+        Applied at once: ``[log]`` (level, format). Voices: :meth:`VoiceLibrary.reload`
+        validates changed bundles and swaps them in. Other changed sections are logged as
+        needing a restart (the running parts keep the settings they were built with). An
+        unreadable or invalid settings file keeps the old settings; the voices are still
+        re-checked.
+        """
+        self.notifier.reloading(status="reloading settings and voices")
+        log.info("reload_started")
+        parts = []
+        if load_settings is not None:
+            parts.append(self._reload_settings(load_settings))
+        results = self.voices.reload()
+        counts: dict[str, int] = {}
+        for result in results:
+            counts[result.outcome] = counts.get(result.outcome, 0) + 1
+        rejected = [f"{r.voice}: {r.reason}" for r in results if r.outcome == "rejected"]
+        parts.append("voices " + (", ".join(f"{n} {o}" for o, n in sorted(counts.items()))
+                                  or "none installed"))
+        if rejected:
+            log.warning("reload_rejected_voices", rejected=rejected)
+        self.reporter.request()
+        summary = "reloaded: " + "; ".join(parts)
+        snap = self.health.snapshot()
+        log.info("reload_finished", summary=summary, state=snap["state"])
+        self.notifier.ready(status=f"{summary}; {summary_line(snap)}")
+        return summary
+
+    def _reload_settings(self, load_settings: Callable[[], Settings]) -> str:
+        try:
+            new = load_settings()
+        except Exception as exc:  # ConfigError, or anything a broken file provokes
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            log.error("settings_reload_failed", error=str(exc))
+            return f"settings kept ({first})"
+        changed = [name for name in type(self.settings).model_fields
+                   if getattr(new, name) != getattr(self.settings, name)]
+        if "log" in changed:
+            configure_logging(new.log.level, new.log.format)
+            self.settings = self.settings.model_copy(update={"log": new.log})
+        restart = [name for name in changed if name != "log"]
+        if restart:
+            log.warning("settings_need_restart", sections=restart)
+        log.info("settings_reloaded", changed=changed, log_level=self.settings.log.level)
+        text = f"log level {self.settings.log.level}"
+        return text + (f", restart needed for {', '.join(restart)}" if restart else "")
+
+    def stop(self, grace_s: float = SHUTDOWN_GRACE_S) -> bool:
+        """``STOPPING=1``, refuse new work, let the current utterance finish (up to
+        ``grace_s``), publish ``stopped``, disconnect. Every open request gets its final event.
+
+        Returns whether every worker thread ended (also kept in :attr:`stopped_cleanly`).
+        """
         if self.stopping.is_set():
-            return
+            return bool(self.stopped_cleanly)
         self.stopping.set()
+        self.notifier.stopping(status="stopping")
+        self.liveness.clear()  # the watchdog keeps pinging while the workers wind down
         log.info("agent_stopping", pending=self.tracker.pending())
         self.intake.close()
         self.dispatcher.stop(_JOIN_S)
@@ -188,10 +302,19 @@ class AgentService:
             self.watcher.stop(_JOIN_S)
         for request_id in self.tracker.open_ids():
             self.tracker.finish(request_id, "interrupted", reason="agent stopping")
+        self.reporter.stop(_JOIN_S)
         if self.client is not None:
             self.client.close(_JOIN_S, final=self.publisher.presence_message(
                 self._presence("stopped")))
+        self.watchdog.stop(_JOIN_S)
+        stuck = [name for name, alive in (("synthesis", self.worker.alive),
+                                           ("audio", self.player.stats()["alive"]),
+                                           ("dispatch", self.dispatcher.alive)) if alive]
+        self.stopped_cleanly = not stuck
+        if stuck:
+            log.error("workers_did_not_stop", workers=stuck)
         log.info("agent_stopped", served=self.tracker.served, failed=self.tracker.failed)
+        return self.stopped_cleanly
 
     # -- callbacks ------------------------------------------------------------------------
 
@@ -200,8 +323,14 @@ class AgentService:
         self.intake.on_message(message)
 
     def _on_connected(self, session_present: bool) -> None:
-        """MQTT network thread, after every successful connect: retained ``online``."""
+        """MQTT network thread, after every successful connect: retained ``online`` and a
+        fresh health report."""
         self.publisher.presence(self._presence("online"))
+        self.reporter.request()
+
+    def _on_ping(self) -> None:
+        """Dispatch thread: a ``ping`` renews the retained health report."""
+        self.reporter.request()
 
     def _on_playback(self, event: PlaybackEvent) -> None:
         """Player thread: playback progress becomes request events."""
@@ -212,13 +341,89 @@ class AgentService:
                                 audio_s=round(event.audio_seconds, 3))
 
     def _on_model_event(self, event: dict[str, Any]) -> None:
-        """Voice library (model watcher or dispatch thread): model_loaded / model_rejected."""
+        """Voice library (main, model watcher or dispatch thread): model_loaded /
+        model_rejected, and a fresh health report with the voices as they are now."""
         self.publisher.event(ModelEvent(id=new_request_id(), device=self.settings.device_id,
                                         **event))
+        self.reporter.request()
 
     def _set_volume(self, volume: float) -> None:
         """Dispatch thread."""
         self.volume = volume
+
+    # -- health ---------------------------------------------------------------------------
+
+    def _add_health_sections(self) -> None:
+        """Register the health providers (called on the thread that takes a snapshot)."""
+        self.health.add_provider("voices", self.voices.status)
+        self.health.add_provider("audio", self._audio_section)
+        self.health.add_provider("mqtt", self._mqtt_section)
+        self.health.add_provider("queue", self._queue_section)
+        self.health.add_provider("hardware", self._hardware_section)
+        self.health.add_provider("phrase_cache", self._phrase_cache_section)
+
+    def _watch_workers(self) -> None:
+        """Watch the running workers for progress (from :meth:`start`, once they run, so a
+        long voice load is not mistaken for a silent loop)."""
+        beat_s = max(self.settings.health.stall_s, MIN_BEAT_TIMEOUT_S)
+        worker, player, client = self.worker, self.player, self.client
+        self.liveness.watch("synthesis", busy_since=lambda: worker.busy_since,
+                            alive=lambda: worker.alive, progress=lambda: worker.steps,
+                            beat_timeout_s=beat_s)
+        # The player waits without a timeout when idle: only its ALSA calls are timed.
+        self.liveness.watch("audio", busy_since=lambda: player.stats()["busy_since"],
+                            alive=lambda: bool(player.stats()["alive"]))
+        if client is not None:
+            self.liveness.watch("mqtt", busy_since=lambda: client.busy_since,
+                                alive=lambda: client.alive, progress=lambda: client.turns,
+                                beat_timeout_s=beat_s)
+
+    def _audio_section(self) -> dict[str, Any]:
+        stats = dict(self.player.stats())
+        stats.pop("busy_since", None)  # a monotonic stamp; the worker's state is in "workers"
+        return {"pcm": self.settings.audio.device, **stats}
+
+    def _mqtt_section(self) -> dict[str, Any]:
+        client = self.client
+        if client is None:
+            return {"enabled": False, "connected": False}
+        mqtt = self.settings.mqtt
+        return {"enabled": True, "connected": client.connected,
+                "reconnects": client.reconnects, "last_error": client.last_error,
+                "broker": f"{mqtt.host}:{mqtt.port}", "tls": mqtt.tls,
+                "protocol": mqtt.protocol}
+
+    def _queue_section(self) -> dict[str, Any]:
+        return {"depth": len(self.jobs), "max": self.jobs.maxsize,
+                "pending": self.tracker.pending(), "intake": self.requests.qsize()}
+
+    def _hardware_section(self) -> dict[str, Any]:
+        if self.profile is None:
+            return {"ok": False, "profile": self.settings.profile,
+                    "error": self._profile_error or "hardware profile not resolved"}
+        section = dict(self.profile.as_dict())
+        for verbose in _PROFILE_DETAILS:  # ``tts-agent profile`` shows them; not every report
+            section.pop(verbose, None)
+        return section
+
+    def _phrase_cache_section(self) -> dict[str, Any]:
+        cache = getattr(self, "phrase_cache", None)
+        if cache is None:
+            return {"enabled": False}
+        return {"enabled": True, **cache.stats()}
+
+    def _publish_health(self, snap: dict[str, Any]) -> None:
+        """Health reporter thread: the snapshot, retained on ``{prefix}/{device}/health``.
+
+        Only while connected: a report queued while the broker is away would arrive stale;
+        every (re)connect asks for a fresh one instead (:meth:`_on_connected`).
+        """
+        client = self.client
+        if client is None or not client.connected:
+            log.debug("health_not_published", reason="mqtt not connected")
+            return
+        payload = json.dumps(snap, separators=(",", ":"), default=str).encode()
+        self.publisher.raw(OutboundMessage(self.topics.health, payload, retain=True))
 
     # -- answers --------------------------------------------------------------------------
 
@@ -267,18 +472,40 @@ class AgentService:
         return self.voices.names()
 
 
-def run_until_signal(service: AgentService) -> int:
-    """Start ``service``, wait for SIGTERM or SIGINT, stop it gracefully; exit status 0."""
-    stop = threading.Event()
+def run_until_signal(service: AgentService,
+                     load_settings: Callable[[], Settings] | None = None) -> int:
+    """Run ``service`` until SIGTERM or SIGINT; exit status 0. Main thread only.
 
-    def request_stop(signum: int, frame: object) -> None:
-        log.info("signal_received", signal=signal.Signals(signum).name)
-        stop.set()
+    Start, then ``READY=1`` (the default voice is warm). SIGHUP reloads (:meth:`AgentService.
+    reload`, re-reading the settings through ``load_settings``); SIGTERM/SIGINT stop it
+    gracefully. The signal handlers only record the signal; the work happens here, on the
+    main thread, one signal at a time.
+    """
+    wake = threading.Event()
+    received: list[int] = []
 
-    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    def on_signal(signum: int, frame: object) -> None:
+        received.append(signum)
+        wake.set()
+
+    signals = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, on_signal) for sig in signals}
     try:
         service.start()
-        stop.wait()
+        if not any(sig != signal.SIGHUP for sig in received):
+            service.notify_ready()
+        while True:
+            wake.wait()
+            wake.clear()
+            pending = []
+            while received:  # the handler may append meanwhile: take one at a time
+                pending.append(received.pop(0))
+            for signum in pending:
+                log.info("signal_received", signal=signal.Signals(signum).name)
+            if any(sig != signal.SIGHUP for sig in pending):
+                break
+            if pending:
+                service.reload(load_settings)
     finally:
         service.stop()
         for sig, handler in previous.items():

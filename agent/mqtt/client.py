@@ -201,6 +201,12 @@ class MqttClient:
         self._ack_waiters: dict[int, threading.Event] = {}
         self._early_acks: set[int] = set()
         self.last_error: str | None = None
+        self.turns = 0
+        """Turns of the network thread's loop: one per ``loop()`` pass, per slice of a backoff
+        wait and per connect attempt (progress counter for the health watchdog)."""
+        self.busy_since: float | None = None
+        """``time.monotonic()`` when the current connect attempt began, ``None`` otherwise
+        (a connect that never returns counts as a stall)."""
         self._paho = self._make_paho(will)
 
     # -- setup ---------------------------------------------------------------------------
@@ -268,6 +274,11 @@ class MqttClient:
         return self._connected.is_set()
 
     @property
+    def alive(self) -> bool:
+        """Whether the network thread runs (False before :meth:`start` and after :meth:`close`)."""
+        return self._thread is not None and self._thread.is_alive()
+
+    @property
     def reconnects(self) -> int:
         """Successful connections after the first one."""
         return max(0, self._connects - 1)
@@ -327,6 +338,8 @@ class MqttClient:
         """Network thread: connect, run paho's loop, wait a jittered backoff, reconnect."""
         settings = self.settings
         while not self._stop.is_set():
+            self.turns += 1
+            self.busy_since = time.monotonic()
             try:
                 self._paho.reconnect()
             except (OSError, ValueError) as exc:
@@ -337,7 +350,10 @@ class MqttClient:
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 log.exception("mqtt_connect_error")
             else:
+                self.busy_since = None
                 self._loop_until_lost()
+            finally:
+                self.busy_since = None
             self._connected.clear()
             self._ready.clear()
             if self._stop.is_set():
@@ -345,13 +361,24 @@ class MqttClient:
             delay = self._backoff.delay(self._attempt)
             log.info("mqtt_reconnect_wait", delay_s=round(delay, 3), attempt=self._attempt)
             self._attempt += 1
-            self._stop.wait(delay)
+            self._wait_backoff(delay)
         log.debug("mqtt_network_thread_done")
+
+    def _wait_backoff(self, delay: float) -> None:
+        """Network thread: wait ``delay`` (or until closed) in slices, counting turns."""
+        deadline = time.monotonic() + delay
+        while not self._stop.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            self._stop.wait(min(remaining, _LOOP_TIMEOUT_S))
+            self.turns += 1
 
     def _loop_until_lost(self) -> None:
         """Network thread: run paho's loop while the connection lasts."""
         rc = MQTTErrorCode.MQTT_ERR_SUCCESS
         while rc == MQTTErrorCode.MQTT_ERR_SUCCESS and not self._abort.is_set():
+            self.turns += 1
             try:
                 rc = self._paho.loop(_LOOP_TIMEOUT_S)
             except Exception as exc:  # e.g. an SSL error paho does not map: reconnect

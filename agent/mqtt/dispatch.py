@@ -2,8 +2,10 @@
 
 ``speak`` is checked against the installed voices, its expiry computed, ``accepted`` published
 and the job queued for the synthesis worker. ``stop``, ``volume``, ``reload`` and ``ping`` act
-at once and are answered with their final event (``done`` / ``pong`` / ``failed``). Nothing here
-synthesizes or touches the network socket; control commands never wait behind synthesis.
+at once and are answered with their final event (``done`` / ``pong`` / ``failed``). A ``ping``
+also asks for a fresh health report (``on_ping``), so the retained snapshot on
+``{prefix}/{device}/health`` is renewed right after the ``pong``. Nothing here synthesizes or
+touches the network socket; control commands never wait behind synthesis.
 """
 
 from __future__ import annotations
@@ -74,6 +76,7 @@ class Dispatcher:
         status: Callable[[], PingStatus],
         reload: Callable[[ReloadCommand], list[str]],
         on_volume: Callable[[float], None] | None = None,
+        on_ping: Callable[[], None] | None = None,
     ) -> None:
         self.requests = requests
         self.jobs = jobs
@@ -84,6 +87,9 @@ class Dispatcher:
         self.status = status
         self.reload = reload
         self.on_volume = on_volume
+        self.on_ping = on_ping
+        """Called (dispatch thread) for every ``ping``; must not block (it only wakes the
+        health reporter)."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.steps = 0
@@ -92,6 +98,10 @@ class Dispatcher:
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="dispatch", daemon=True)
         self._thread.start()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
 
     def stop(self, timeout: float) -> None:
         self._stop.set()
@@ -150,6 +160,8 @@ class Dispatcher:
                 self._done(request, "done", voices=voices)
         elif isinstance(command, PingCommand):
             self._done(request, "pong", status=self.status())
+            if self.on_ping is not None:
+                self.on_ping()
 
     def _done(self, request: Request, event: EventName, **fields: object) -> None:
         self.tracker.answer(request.id, request.name, event,

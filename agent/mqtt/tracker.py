@@ -9,27 +9,48 @@ A final event also goes to the command's MQTT 5 Response Topic (with its Correla
 and for a Hermes ``say`` to ``hermes/tts/sayFinished`` (after ``hermes/error/tts`` when it did
 not finish normally).
 
+Every speak request that ends is also counted by the optional ``recorder`` (the health
+report, :meth:`agent.health.Health.record_request`) with its timings: synthesis time (the
+worker's ``synthesis_ms`` note), audio length (the final event's ``audio_s``) and time to
+first audio (from ``accepted`` to ``started``). Speak commands refused before acceptance
+count as their outcome (``rejected``, ``expired``) without timings.
+
 Thread-safe; called from the MQTT network thread, the dispatcher, the synthesis worker and the
-player thread. Events are published under the lock so they leave in the order decided here.
+player thread. Events are published under the lock so they leave in the order decided here;
+the recorder is called under it too, on the thread that ended the request, just before the
+final event is published.
 """
 
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from agent.logs import get_logger
 from agent.mqtt.hermes import HermesOrigin
 from agent.mqtt.protocol import FINAL_EVENTS, CommandEvent, EventName
 from agent.mqtt.publisher import EventPublisher, ReplyRoute
 
-__all__ = ["RequestTracker"]
+__all__ = ["RequestRecorder", "RequestTracker"]
 
 log = get_logger(__name__)
 
 _STICKY_FIELDS = ("voice", "version", "priority", "synthesis_ms")
 """Fields remembered from earlier events of a request and repeated in its final event."""
+_RECORDED = frozenset({"finished", "failed", "rejected", "expired", "interrupted"})
+"""Final events that count as a request outcome for the recorder."""
+_SPEAK = "speak"
+
+
+class RequestRecorder(Protocol):
+    """What the tracker reports ended speak requests to (:class:`agent.health.Health`)."""
+
+    def record_request(self, outcome: Any, *, synthesis_s: float | None = None,
+                       audio_s: float | None = None,
+                       first_audio_s: float | None = None) -> None: ...
 
 
 @dataclass
@@ -38,13 +59,24 @@ class _Open:
     reply: ReplyRoute | None
     hermes: HermesOrigin | None
     fields: dict[str, Any] = field(default_factory=dict)
+    opened_at: float = 0.0
+    """Clock time of ``accepted``."""
+    first_audio_at: float | None = None
+    """Clock time of ``started`` (first frame written to the device)."""
 
 
 class RequestTracker:
-    """Open speak requests and the events that move them along. See the module docstring."""
+    """Open speak requests and the events that move them along. See the module docstring.
 
-    def __init__(self, publisher: EventPublisher) -> None:
+    ``recorder`` counts ended speak requests (see the module docstring); ``clock`` is the
+    monotonic clock their timings are taken with.
+    """
+
+    def __init__(self, publisher: EventPublisher, *, recorder: RequestRecorder | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.publisher = publisher
+        self.recorder = recorder
+        self._clock = clock
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._open: dict[str, _Open] = {}
@@ -58,7 +90,8 @@ class RequestTracker:
             if request_id in self._open:
                 return False
             entry = _Open(command, reply, hermes,
-                          {k: v for k, v in fields.items() if k in _STICKY_FIELDS})
+                          {k: v for k, v in fields.items() if k in _STICKY_FIELDS},
+                          opened_at=self._clock())
             self._open[request_id] = entry
             self._publish(request_id, entry, "accepted", fields)
             return True
@@ -96,6 +129,8 @@ class RequestTracker:
             entry = self._open.get(request_id)
             if entry is None:
                 return False
+            if event == "started" and entry.first_audio_at is None:
+                entry.first_audio_at = self._clock()
             self._publish(request_id, entry, event, fields)
             return True
 
@@ -112,6 +147,7 @@ class RequestTracker:
                 self.served += 1
             else:
                 self.failed += 1
+            self._record(entry, event, fields)
             self._publish(request_id, entry, event, fields)
             if not self._open:
                 self._idle.notify_all()
@@ -123,8 +159,31 @@ class RequestTracker:
         """Answer a command that is not tracked (control commands, rejections) at once."""
         if event not in FINAL_EVENTS:
             raise ValueError(f"{event} is not a final event")
+        entry = _Open(command or "", reply, hermes)
         with self._lock:
-            self._publish(request_id, _Open(command or "", reply, hermes), event, fields)
+            self._record(entry, event, {}, timed=False)
+            self._publish(request_id, entry, event, fields)
+
+    def _record(self, entry: _Open, event: EventName, fields: dict[str, Any], *,
+                timed: bool = True) -> None:
+        """Count an ended speak request with the recorder, before its final event leaves
+        (so whoever sees the event finds it counted). Caller holds the lock; the recorder
+        only takes a lock of its own."""
+        if self.recorder is None or entry.command != _SPEAK or event not in _RECORDED:
+            return
+        synthesis_s = audio_s = first_audio_s = None
+        if timed:
+            merged = {**entry.fields, **fields}
+            synthesis_ms = merged.get("synthesis_ms")
+            synthesis_s = synthesis_ms / 1000 if synthesis_ms is not None else None
+            audio_s = merged.get("audio_s")
+            if entry.first_audio_at is not None:
+                first_audio_s = max(0.0, entry.first_audio_at - entry.opened_at)
+        try:
+            self.recorder.record_request(event, synthesis_s=synthesis_s, audio_s=audio_s,
+                                         first_audio_s=first_audio_s)
+        except Exception:  # counting must never cost a request its answer
+            log.exception("request_record_failed", event_name=event)
 
     def _publish(self, request_id: str, entry: _Open, event: EventName,
                  fields: dict[str, Any]) -> None:
