@@ -221,6 +221,11 @@ class Health:
         self.requests.record(outcome, synthesis_s=synthesis_s, audio_s=audio_s,
                              first_audio_s=first_audio_s)
 
+    def compact(self) -> dict[str, Any]:
+        """Just the overall ``state`` and its ``reasons`` (for ``pong``)."""
+        snap = self.snapshot()
+        return {"state": snap["state"], "reasons": snap["reasons"]}
+
     def snapshot(self) -> dict[str, Any]:
         """The full health report, ``state`` and ``reasons`` included (JSON-able as long as
         the providers return JSON-able data)."""

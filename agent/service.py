@@ -27,6 +27,7 @@ Health and systemd (see docs/readme/health.md):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
 import signal
@@ -58,6 +59,8 @@ from agent.mqtt.publisher import EventPublisher
 from agent.mqtt.speech import JobQueue, SynthesisWorker
 from agent.mqtt.topics import Namespace
 from agent.mqtt.tracker import RequestTracker
+from agent.onnx_session import pin_current_thread
+from agent.phrase_cache import PhraseWarmer, open_phrase_cache
 from agent.sdnotify import Notifier
 from agent.settings import Settings
 from agent.voice import VoiceLoadError
@@ -131,13 +134,7 @@ class AgentService:
         self.profile_name: str | None = (self.profile.name if self.profile is not None
                                          else settings.profile)
         if voices is None:
-            profile = self.profile
-            voices = VoiceLibrary(
-                settings,
-                runtime=profile.runtime_options() if profile is not None else None,
-                variant=profile.runtime.model_variant if profile is not None else None,
-                on_event=self._on_model_event,
-            )
+            voices = VoiceLibrary.for_settings(settings, self._on_model_event, self.profile)
         else:
             voices.on_event = self._on_model_event
         self.voices = voices
@@ -167,10 +164,17 @@ class AgentService:
             max_text_chars=settings.synthesis.max_text_chars,
             hermes_site_id=self.site_id if mqtt.hermes else None,
         )
-        self.player = player or AudioPlayer(settings.audio, self._on_playback)
+        audio = (settings.audio if self.profile is None
+                 else settings.audio.with_profile(self.profile.audio))
+        self.player = player or AudioPlayer(audio, self._on_playback)
+        self.phrase_cache = open_phrase_cache(settings.cache.dir / "phrases", settings.cache.max_mb)
+        self.warmer = (PhraseWarmer(self.phrase_cache, settings.cache.warm_phrases)
+                       if self.phrase_cache is not None else None)
         self.jobs = JobQueue(mqtt.intake_queue)
         self.worker = SynthesisWorker(self.jobs, self.voices, self.player, self.tracker,
-                                      item_buffer_s=settings.audio.item_buffer_s)
+                                      item_buffer_s=settings.audio.item_buffer_s,
+                                      phrase_cache=self.phrase_cache,
+                                      on_thread_start=self._pin_synthesis_thread)
         self.dispatcher = Dispatcher(
             self.requests, self.jobs, self.tracker, self.player,
             voice_names=self.voices.names, default_voice=settings.models.default_voice,
@@ -195,6 +199,8 @@ class AgentService:
                  broker=f"{mqtt.host}:{mqtt.port}" if mqtt.enabled else None, tls=mqtt.tls,
                  protocol=mqtt.protocol, profile=self.profile_name)
         self.notifier.status(f"starting: loading voice {self.settings.models.default_voice}")
+        if self.warmer is not None:
+            self.warmer.start()
         try:
             voice = self.voices.get(None)
             log.info("default_voice_ready", voice=voice.name, version=voice.version)
@@ -300,6 +306,8 @@ class AgentService:
         self.worker.stop(_JOIN_S)
         if self.watcher is not None:
             self.watcher.stop(_JOIN_S)
+        if self.warmer is not None:
+            self.warmer.stop(_JOIN_S)
         for request_id in self.tracker.open_ids():
             self.tracker.finish(request_id, "interrupted", reason="agent stopping")
         self.reporter.stop(_JOIN_S)
@@ -345,7 +353,16 @@ class AgentService:
         model_rejected, and a fresh health report with the voices as they are now."""
         self.publisher.event(ModelEvent(id=new_request_id(), device=self.settings.device_id,
                                         **event))
+        if event["event"] == "model_loaded" and self.warmer is not None:
+            with contextlib.suppress(VoiceNotFound, VoiceLoadError):
+                self.warmer.warm(self.voices.get(event["voice"]))
         self.reporter.request()
+
+    def _pin_synthesis_thread(self) -> None:
+        """Synthesis thread, once: onnxruntime pins its own pool threads to the profile's
+        CPUs; the thread that calls ``run`` works too, so it is pinned the same way."""
+        if self.profile is not None:
+            pin_current_thread(self.profile.runtime_options())
 
     def _set_volume(self, volume: float) -> None:
         """Dispatch thread."""
@@ -448,6 +465,7 @@ class AgentService:
             pending=self.tracker.pending(),
             volume=self.volume,
             mqtt_reconnects=self.client.reconnects if self.client is not None else 0,
+            health=self.health.compact(),
         )
 
     def _run_reload(self, command: ReloadCommand) -> list[str]:

@@ -401,13 +401,13 @@ def test_an_audio_device_that_cannot_be_opened_degrades_from_the_start(
         update=FAST_HEALTH)})
     with watch(mqtt_broker, "watch") as rec, daemon(settings, tmp_path / "agent.log",
                                                     env=notify.env()) as agent:
-        notify.receive_until("READY", timeout=60)
+        ready = notify.receive_until("READY", timeout=60)
         degraded = rec.wait_json(DEV.health, lambda h: h["state"] == "degraded")
         assert degraded["reasons"] == [
             r for r in degraded["reasons"] if r.startswith("audio device unavailable: ")]
         assert "no_such_pcm_device" in degraded["reasons"][0]
-        # The STATUS line says so too.
-        statuses: list[str] = []
+        # The STATUS line says so too (possibly already in the READY message).
+        statuses: list[str] = fields_of(ready, "STATUS")
         deadline = time.monotonic() + 30
         while not any(s.startswith("degraded: audio device unavailable") for s in statuses):
             assert time.monotonic() < deadline, statuses

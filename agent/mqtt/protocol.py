@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from typing import Annotated, Final, Literal, cast
+from typing import Annotated, Any, Final, Literal, cast
 
 from pydantic import (
     BaseModel,
@@ -265,6 +265,9 @@ class PingStatus(BaseModel):
     pending: int = Field(description="Speak requests accepted and not yet finished.")
     volume: float
     mqtt_reconnects: int
+    health: dict[str, Any] | None = Field(
+        default=None, description="Overall health: {state: ok|degraded|failing, reasons: [...]}; "
+        "the full report is retained on the health topic.")
 
 
 class CommandEvent(EventBase):

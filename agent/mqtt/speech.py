@@ -19,7 +19,7 @@ import heapq
 import itertools
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -141,9 +141,11 @@ class SynthesisWorker:
 
     def __init__(self, jobs: JobQueue, voices: VoiceSource, player: Player,
                  tracker: RequestTracker, *, item_buffer_s: float = 30.0,
-                 phrase_cache: PhraseCache | None = None) -> None:
+                 phrase_cache: PhraseCache | None = None,
+                 on_thread_start: Callable[[], None] | None = None) -> None:
         self.jobs = jobs
         self.phrase_cache = phrase_cache
+        self.on_thread_start = on_thread_start
         self.voices = voices
         self.player = player
         self.tracker = tracker
@@ -174,6 +176,11 @@ class SynthesisWorker:
     # -- synthesis thread -----------------------------------------------------------------
 
     def _run(self) -> None:
+        if self.on_thread_start is not None:
+            try:
+                self.on_thread_start()
+            except Exception:  # pinning is an optimisation; never fatal
+                log.exception("synthesis_thread_setup_failed")
         while not self._stop.is_set():
             top = self._stack[-1] if self._stack else None
             job = self.jobs.pop_above(None if top is None else top.job.priority,
