@@ -45,3 +45,4 @@ def real_models_dir() -> Path:
 @pytest.fixture(scope="session")
 def real_voice_dir(real_models_dir: Path) -> Path:
     return real_models_dir / REAL_VOICE
+

@@ -375,3 +375,28 @@ def test_real_voice_speaks_into_the_alsa_file(mqtt_broker: Broker, real_voice_di
     assert final["audio_s"] > 1.0
     samples = np.frombuffer(raw[: len(raw) // 2 * 2], dtype="<i2").astype(np.float32)
     assert samples.size > 22050 and float(np.sqrt(np.mean(samples**2))) > 100  # speech, not silence
+
+
+def test_warm_phrase_is_played_from_the_cache(mqtt_broker: Broker, tiny_voice_dir: Path,
+                                              tmp_path: Path) -> None:
+    settings = agent_settings(mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent")
+    settings = settings.model_copy(update={"cache": settings.cache.model_copy(
+        update={"warm_phrases": ["Please mind the gap."]})})
+    with running_agent(settings) as service, Recorder(
+            mqtt_broker.settings(), [DEV.events.as_filter(), DEV.status.as_filter()],
+            "controller") as controller:
+        controller.wait_json(DEV.status, lambda p: p["state"] == "online")
+        cache = service.phrase_cache
+        assert cache is not None
+        deadline = threading.Event()
+        for _ in range(300):  # the warmer runs in the background after the model load
+            if cache.stats()["entries"] >= 1:
+                break
+            deadline.wait(0.05)
+        assert cache.stats()["entries"] == 1
+        controller.publish(DEV.command("speak"), {"id": "warm-1", "text": "Please  mind the gap."})
+        assert final_for(controller, "warm-1")["event"] == "finished"
+        assert cache.stats()["hits"] == 1
+        controller.publish(DEV.command("speak"), {"id": "cold-1", "text": "Something new."})
+        assert final_for(controller, "cold-1")["event"] == "finished"
+        assert cache.stats()["entries"] == 2  # stored once synthesized to the end
