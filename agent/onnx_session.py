@@ -19,7 +19,10 @@ applies it:
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
+import platform
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -80,6 +83,8 @@ class RuntimeOptions:
     """Fail instead of falling back when the first provider cannot be used."""
     optimized_model_path: Path | None = None
     """Where onnxruntime saves the optimised graph (``optimized_model_filepath``)."""
+    optimized_cache_dir: Path | None = None
+    """Directory of the optimised-model cache (see :func:`create_session`); None = off."""
     enable_cpu_mem_arena: bool = True
     enable_mem_pattern: bool = True
     gpu_cache_dir: Path | None = None
@@ -196,21 +201,38 @@ def plan_providers(
     return plan, notes
 
 
-def create_session(model_path: Path, runtime: RuntimeOptions) -> tuple[Any, str]:
+def create_session(model_path: Path, runtime: RuntimeOptions,
+                   model_sha256: str | None = None) -> tuple[Any, str]:
     """Load ``model_path`` into an ``InferenceSession``; returns it and the provider in use
     (onnxruntime's name, e.g. ``CPUExecutionProvider``).
 
     A provider that was wanted but is not used is logged as a warning (``onnx_provider_fallback``)
     and raises :class:`ProviderError` when ``runtime.require_provider`` is set.
     Runs on the calling thread (the loader); the session itself is thread-safe for ``run``.
+
+    With ``runtime.optimized_cache_dir`` and the model's ``model_sha256``, CPU sessions use the
+    optimised-model cache: the first load saves onnxruntime's optimised graph there, later loads
+    read it with graph optimisation off, which makes session creation several times faster. The
+    cache key covers the model's sha256, the onnxruntime version, the optimisation level and the
+    CPU's instruction-set flags (the saved graph may use CPU-specific layouts). A cached file that
+    fails to load is deleted and the original model is loaded instead.
     """
     import onnxruntime as ort
 
     plan, notes = plan_providers(runtime, ort.get_available_providers())
     for note in notes:
         log.warning("onnx_provider_unavailable", detail=note)
-    session = ort.InferenceSession(str(model_path), sess_options=build_session_options(runtime),
-                                   providers=plan)
+    cached = _optimized_cache_path(runtime, model_sha256, plan, ort.__version__)
+    session = _load_cached(cached, runtime, plan) if cached is not None else None
+    if session is None:
+        save_to = None
+        if cached is not None:
+            save_to = cached.with_name(f".{cached.stem}.{os.getpid()}.tmp.onnx")
+            runtime = replace(runtime, optimized_model_path=save_to)
+        session = ort.InferenceSession(str(model_path), sess_options=build_session_options(runtime),
+                                       providers=plan)
+        if cached is not None and save_to is not None:
+            _publish_cached(save_to, cached)
     used = session.get_providers()
     first_wanted = ORT_PROVIDER_NAMES[runtime.providers[0]]
     if used[0] != first_wanted:
@@ -221,6 +243,73 @@ def create_session(model_path: Path, runtime: RuntimeOptions) -> tuple[Any, str]
     log.info("onnx_session_created", model=str(model_path), provider=used[0],
              **runtime.describe())
     return session, used[0]
+
+
+_CACHE_KEEP = 4
+"""Optimised models kept in the cache (the newest); older ones are deleted."""
+
+
+def _cpu_flags_digest() -> str:
+    """A short digest of the CPU's instruction-set flags (x86 ``flags``, ARM ``Features``)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
+            lines = {line.split(":", 1)[1].strip() for line in handle
+                     if line.split(":", 1)[0].strip() in ("flags", "Features") and ":" in line}
+    except OSError:
+        lines = set()
+    material = "|".join(sorted(lines)) + "|" + platform.machine()
+    return hashlib.sha256(material.encode()).hexdigest()[:12]
+
+
+def _optimized_cache_path(runtime: RuntimeOptions, model_sha256: str | None,
+                          plan: Sequence[Any], ort_version: str) -> Path | None:
+    if (runtime.optimized_cache_dir is None or not model_sha256
+            or runtime.graph_optimization == "disable" or runtime.optimized_model_path is not None
+            or plan != [ORT_PROVIDER_NAMES["cpu"]]):
+        return None  # GPU providers compile their own graphs; nothing to cache here
+    key = hashlib.sha256(
+        f"{model_sha256}|{ort_version}|{runtime.graph_optimization}|{_cpu_flags_digest()}".encode()
+    ).hexdigest()[:24]
+    try:
+        runtime.optimized_cache_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        log.warning("onnx_optimized_cache_unavailable", dir=str(runtime.optimized_cache_dir),
+                    error=str(exc))
+        return None
+    return runtime.optimized_cache_dir / f"{key}.onnx"
+
+
+def _load_cached(cached: Path, runtime: RuntimeOptions, plan: list[Any]) -> Any:
+    """A session from the cached optimised graph, or None (missing or unusable: deleted)."""
+    import onnxruntime as ort
+
+    if not cached.is_file():
+        return None
+    options = build_session_options(replace(runtime, graph_optimization="disable"))
+    try:
+        session = ort.InferenceSession(str(cached), sess_options=options, providers=plan)
+    except Exception as exc:  # a truncated or foreign file: rebuild it
+        log.warning("onnx_optimized_cache_bad", file=str(cached), error=str(exc))
+        cached.unlink(missing_ok=True)
+        return None
+    with contextlib.suppress(OSError):
+        os.utime(cached)  # most recently used
+    log.info("onnx_optimized_cache_hit", file=cached.name)
+    return session
+
+
+def _publish_cached(saved: Path, cached: Path) -> None:
+    """Move onnxruntime's freshly saved graph into place and keep the cache small."""
+    try:
+        os.replace(saved, cached)
+    except OSError as exc:
+        log.warning("onnx_optimized_cache_write_failed", file=str(cached), error=str(exc))
+        saved.unlink(missing_ok=True)
+        return
+    log.info("onnx_optimized_cache_stored", file=cached.name)
+    entries = sorted(cached.parent.glob("*.onnx"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in entries[_CACHE_KEEP:]:
+        old.unlink(missing_ok=True)
 
 
 def pin_current_thread(runtime: RuntimeOptions) -> bool:

@@ -117,7 +117,9 @@ class Voice:
                                  max_chars=max_chars, cache_size=phoneme_cache_size)
         model_path = bundle.model_path(variant)
         try:
-            self.session, self.provider = create_session(model_path, runtime or RuntimeOptions())
+            self.session, self.provider = create_session(
+                model_path, runtime or RuntimeOptions(),
+                model_sha256=bundle.sha256.get(model_path.name))
         except BundleError:
             raise
         except Exception as exc:  # onnxruntime raises its own exception types

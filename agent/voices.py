@@ -32,7 +32,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +115,8 @@ class VoiceLibrary:
         self.models_dir = settings.models.dir
         self.default_voice = settings.models.default_voice
         self.runtime = runtime or RuntimeOptions()
+        if self.runtime.optimized_cache_dir is None:
+            self.runtime = replace(self.runtime, optimized_cache_dir=settings.cache.dir / "ort")
         self.variant = variant or (
             "fp32" if settings.models.variant == "auto" else settings.models.variant
         )
