@@ -1,7 +1,8 @@
 """Logging, configured once for the whole process.
 
 Logs go to stderr, so stdout stays clean for command output (``phonemize --json | jq``): JSON
-lines when it is not a terminal (journald, containers), a readable console renderer on a TTY. Log with event names and key/value pairs::
+lines when it is not a terminal (journald, containers), a readable console renderer on a TTY.
+Log with event names and key/value pairs::
 
     log = get_logger(__name__)
     log.info("voice_loaded", voice=name, seconds=elapsed)
