@@ -212,3 +212,37 @@ def test_broken_model_is_rejected_and_the_old_voice_keeps_speaking(
     finals = [e for e in agent.controller.json_on(DEV.events) if e.get("final")]
     assert {e["version"] for e in finals} == {"1.0.0"}
     assert [e["event"] for e in agent.model_events()] == ["model_loaded", "model_rejected"]
+
+
+def test_reload_command_switches_version_and_rolls_back(
+    versions: Path, tmp_path: Path, start_agent: Callable[[Path], Agent]
+) -> None:
+    from agent.cli import main
+
+    voice_dir = tmp_path / "models" / VOICE
+    voice_dir.mkdir(parents=True)
+    for version in ("1.0.0", "2.0.0"):
+        shutil.copytree(versions / version, voice_dir / version)
+    (voice_dir / "current").symlink_to("1.0.0")
+    agent = start_agent(tmp_path / "models")
+    agent.controller.publish(DEV.command("reload"),
+                             {"id": "up", "voice": VOICE, "version": "2.0.0"})
+    final = agent.controller.wait_json(DEV.events, lambda e: e["id"] == "up" and e["final"])
+    assert final["event"] == "done", final
+    assert os.readlink(voice_dir / "current") == "2.0.0"
+    assert os.readlink(voice_dir / "previous") == "1.0.0"
+    agent.speak(1)
+    assert agent.all_finished() == ["finished"]
+    # The one-command rollback, from a shell on the device; the running agent follows it.
+    assert main(["models", "rollback", VOICE, "--config", str(write_config(tmp_path))]) == 0
+    assert os.readlink(voice_dir / "current") == "1.0.0"
+    agent.wait_model_event(lambda e: e["event"] == "model_loaded" and e["version"] == "1.0.0"
+                           and e.get("previous_version") == "2.0.0")
+    assert agent.service.voices.get().version == "1.0.0"
+
+
+def write_config(tmp_path: Path) -> Path:
+    config = tmp_path / "cli.toml"
+    config.write_text(f'[models]\ndir = "{tmp_path / "models"}"\ndefault_voice = "{VOICE}"\n'
+                      f'[cache]\ndir = "{tmp_path / "cli-cache"}"\n', encoding="utf-8")
+    return config
