@@ -1,0 +1,328 @@
+"""Side by side, in one run: this agent's shipped voice variant against the reference Piper runtime.
+
+    .venv/bin/python bench/compare_piper.py [--variant int8] [--reps 2] [--json results.json]
+
+Both engines run the same voice (models/en_US-joe-medium: ours loads the bundle's variant, Piper
+loads the bundle's original fp32 ``.onnx``) over the same sentences on this machine:
+
+* synthesis speed (1/RTF: audio seconds per second of compute) at 1 and 2 onnxruntime threads,
+  text to audio (phonemization included), sentences interleaved between engines so machine load
+  hits all of them alike. Piper gets an ``InferenceSession`` with the same thread count (its
+  ``PiperVoice`` takes any session; ``PiperVoice.load`` would use onnxruntime's default).
+  Our phonemization cache is off here so both engines phonemize every time;
+* time to first audio for a 3-sentence paragraph: until ``Voice.synthesize`` yields its first
+  chunk, against until Piper's ``synthesize`` yields its first chunk. Both phonemize the whole
+  paragraph, then synthesize sentence by sentence, so this compares like with like;
+* start-up to ready: a fresh Python process per engine, from spawn to the first audio of a short
+  sentence (imports, voice load, our warm-up, first synthesis), median of ``--startup-runs``;
+* peak RSS of those processes (``VmHWM`` after the paragraph and the longest sentence);
+* intelligibility: pocketsphinx (its wheel's English model) decodes each engine's audio of the
+  held-out sentences; word error rate against the text, at the voice's default noise settings
+  (what users hear; random, so it varies from run to run) and with noise scales 0
+  (deterministic: the same audio every run).
+
+Medians and ratios are printed; absolute numbers only next to the reference's. piper-tts is a
+bench-only dependency (``pip install piper-tts pocketsphinx``); the agent never imports it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+VOICE = "en_US-joe-medium"
+SENTENCES = ROOT / "bench" / "corpus" / "heldout.txt"
+PARAGRAPH = ("Good afternoon and welcome to the central library. The reading rooms on the "
+             "first floor are open until eight. Please return borrowed books at the front desk.")
+FIRST_TEXT = "Welcome."
+ENGINES = ("ours-int8", "ours-fp32", "piper")
+
+Synth = Callable[[str], Iterator[np.ndarray]]
+"""Text -> float audio per sentence (as each engine yields it)."""
+
+
+# --- engines -------------------------------------------------------------------------------
+
+
+def ours(bundle_dir: Path, variant: str, threads: int, *, noise: bool = True) -> Synth:
+    from agent.onnx_session import RuntimeOptions
+    from agent.voice import SynthesisParams, Voice
+
+    voice = Voice.load(bundle_dir, variant=variant, phoneme_cache_size=0,
+                       runtime=RuntimeOptions(intra_op_threads=threads))
+    params = None if noise else SynthesisParams(noise_scale=0.0, noise_w=0.0)
+
+    def synth(text: str) -> Iterator[np.ndarray]:
+        for chunk in voice.synthesize(text, params):
+            yield chunk.samples().reshape(-1).astype(np.float32) / 32768.0
+
+    return synth
+
+
+def piper(bundle_dir: Path, threads: int, *, noise: bool = True) -> Synth:
+    import onnxruntime
+    from piper import PiperVoice
+    from piper.config import PiperConfig, SynthesisConfig
+
+    model = bundle_dir / f"{VOICE}.onnx"
+    options = onnxruntime.SessionOptions()  # what PiperVoice.load uses, plus the thread count
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    session = onnxruntime.InferenceSession(str(model), sess_options=options,
+                                           providers=["CPUExecutionProvider"])
+    config = PiperConfig.from_dict(json.loads(Path(f"{model}.json").read_text(encoding="utf-8")))
+    voice = PiperVoice(session=session, config=config)
+    params = None if noise else SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0)
+
+    def synth(text: str) -> Iterator[np.ndarray]:
+        for chunk in voice.synthesize(text, params):
+            yield chunk.audio_float_array
+
+    return synth
+
+
+def make_engine(name: str, bundle_dir: Path, threads: int, variant: str, *,
+                noise: bool = True) -> Synth:
+    if name == "piper":
+        return piper(bundle_dir, threads, noise=noise)
+    return ours(bundle_dir, variant if name == "ours-int8" else "fp32", threads, noise=noise)
+
+
+# --- measurements --------------------------------------------------------------------------
+
+
+def rtf(engines: dict[str, Synth], sentences: list[str], reps: int, rate: int) -> dict[str, float]:
+    """Median real-time factor (compute seconds per audio second) of each engine."""
+    for synth in engines.values():
+        list(synth(FIRST_TEXT))  # warm up (ours already did at load)
+    samples: dict[str, list[float]] = {name: [] for name in engines}
+    order = list(engines)
+    for rep in range(reps):
+        for k, text in enumerate(sentences):
+            for name in order[(k + rep) % len(order):] + order[:(k + rep) % len(order)]:
+                started = time.perf_counter()
+                audio = np.concatenate(list(engines[name](text)))
+                samples[name].append((time.perf_counter() - started) / (audio.size / rate))
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def first_audio(engines: dict[str, Synth], reps: int) -> dict[str, float]:
+    """Median seconds until the first chunk of PARAGRAPH."""
+    samples: dict[str, list[float]] = {name: [] for name in engines}
+    for _ in range(reps):
+        for name, synth in engines.items():
+            started = time.perf_counter()
+            next(synth(PARAGRAPH))
+            samples[name].append(time.perf_counter() - started)
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def startup(args: argparse.Namespace, name: str) -> dict[str, float]:
+    """Spawn a fresh process for ``name``: seconds to first audio, and its peak RSS (MiB)."""
+    command = [sys.executable, str(Path(__file__).resolve()), "--child", name,
+               "--variant", args.variant, "--models-dir", str(args.models_dir)]
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    started = time.perf_counter()
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT) as proc:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        ready = time.perf_counter() - started
+        report = json.loads(proc.stdout.readline())
+    if proc.returncode != 0 or first.strip() != "first-audio":
+        raise RuntimeError(f"{name} child failed ({proc.returncode})")
+    return {"startup_s": ready, "rss_mib": report["maxrss_kib"] / 1024.0}
+
+
+def child(args: argparse.Namespace) -> int:
+    """Child process: load one engine, say FIRST_TEXT, report; then measure peak RSS."""
+    if args.child != "piper":
+        from agent.logs import configure_logging
+
+        configure_logging("warning")  # stdout carries the protocol; logs go to stderr
+    synth = make_engine(args.child, resolve(args.models_dir), 1, args.variant)
+    next(synth(FIRST_TEXT))
+    print("first-audio", flush=True)
+    list(synth(PARAGRAPH))
+    list(synth(max(read_lines(SENTENCES), key=len)))
+    print(json.dumps({"maxrss_kib": peak_rss_kib()}), flush=True)
+    return 0
+
+
+def peak_rss_kib() -> int:
+    """This process's peak resident set size (KiB).
+
+    ``VmHWM`` from /proc: ``getrusage``'s ``ru_maxrss`` survives fork+exec on Linux, so a child
+    would report its parent's peak when the parent was bigger.
+    """
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+
+
+class Recogniser:
+    """pocketsphinx with the English model shipped in its wheel, fed 16 kHz 16-bit audio."""
+
+    def __init__(self) -> None:
+        from pocketsphinx import Decoder
+
+        self.decoder = Decoder(samprate=16000, logfn=os.devnull)
+
+    def text(self, audio: np.ndarray, rate: int) -> str:
+        peak = max(float(np.max(np.abs(audio))), 1e-8)
+        target = round(audio.size * 16000 / rate)  # band-limited resampling via the FFT
+        resampled = np.fft.irfft(np.fft.rfft(audio / peak * 0.9)[: target // 2 + 1], target)
+        pcm = np.clip(resampled * (target / audio.size) * 32767, -32768, 32767).astype("<i2")
+        self.decoder.start_utt()
+        self.decoder.process_raw(pcm.tobytes(), full_utt=True)
+        self.decoder.end_utt()
+        hyp = self.decoder.hyp()
+        return hyp.hypstr if hyp is not None else ""
+
+
+def words(text: str) -> list[str]:
+    return re.sub(r"[^a-z' ]+", " ", text.lower()).split()
+
+
+def edit_distance(a: list[str], b: list[str]) -> int:
+    row = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        diagonal, row[0] = row[0], i
+        for j, y in enumerate(b, 1):
+            diagonal, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, diagonal + (x != y))
+    return row[-1]
+
+
+def word_error_rate(engines: dict[str, Synth], sentences: list[str], rate: int) -> dict[str, float]:
+    recogniser = Recogniser()
+    errors = dict.fromkeys(engines, 0)
+    total = 0
+    for text in sentences:
+        reference = words(text)
+        total += len(reference)
+        for name, synth in engines.items():
+            audio = np.concatenate(list(synth(text)))
+            errors[name] += edit_distance(reference, words(recogniser.text(audio, rate)))
+    return {name: errors[name] / total for name in engines}
+
+
+# --- report --------------------------------------------------------------------------------
+
+
+def read_lines(path: Path) -> list[str]:
+    return [s.strip() for s in path.read_text(encoding="utf-8").splitlines()
+            if s.strip() and not s.startswith("#")]
+
+
+def resolve(models_dir: Path) -> Path:
+    from agent.bundle import resolve_bundle_dir
+
+    return resolve_bundle_dir(models_dir / VOICE)
+
+
+def table(results: dict[str, Any]) -> str:
+    rows: list[tuple[str, str, str, str, str]] = []
+
+    def speed_row(label: str, key: str) -> None:
+        values = results[key]
+        speed = {k: 1.0 / v for k, v in values.items()}
+        rows.append((label, *(f"{speed[e]:.1f}x" for e in ENGINES),
+                     f"{speed['ours-int8'] / speed['piper']:.2f}x faster"))
+
+    def lower_row(label: str, key: str, unit: str, scale: float = 1.0) -> None:
+        values = results[key]
+        rows.append((label, *(f"{values[e] * scale:.0f} {unit}" for e in ENGINES),
+                     f"{values['ours-int8'] / values['piper']:.2f}x"))
+
+    speed_row("synthesis speed, 1 thread (1/RTF)", "rtf_1")
+    speed_row("synthesis speed, 2 threads (1/RTF)", "rtf_2")
+    lower_row("first audio, 3-sentence paragraph, 1 thr", "ttfa_1", "ms", 1000)
+    lower_row("first audio, 3-sentence paragraph, 2 thr", "ttfa_2", "ms", 1000)
+    lower_row("start-up to first audio (fresh process)", "startup", "ms", 1000)
+    lower_row("peak RSS (that process)", "rss", "MiB")
+    for key, label in (("wer", "word error rate, default noise"),
+                       ("wer_noise0", "word error rate, noise scales 0")):
+        wer = results[key]
+        rows.append((label, *(f"{wer[e] * 100:.1f} %" for e in ENGINES),
+                     f"{(wer['ours-int8'] - wer['piper']) * 100:+.1f} pts"))
+    header = ("median", "ours int8", "ours fp32", "piper", "int8 vs piper")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(5)]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                       for i, (c, w) in enumerate(zip(r, widths, strict=True)))
+             for r in [header, *rows]]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models-dir", type=Path, default=ROOT / "models")
+    parser.add_argument("--variant", default="int8", help="our shipped variant (default int8)")
+    parser.add_argument("--sentences", type=Path, default=SENTENCES)
+    parser.add_argument("--reps", type=int, default=2, help="passes over the sentences (RTF)")
+    parser.add_argument("--startup-runs", type=int, default=5)
+    parser.add_argument("--json", type=Path, help="also write the raw results here")
+    parser.add_argument("--child", choices=ENGINES, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        return child(args)
+
+    import onnxruntime
+
+    from agent.logs import configure_logging
+    from agent.voice import VoiceConfig
+
+    configure_logging("warning")
+
+    bundle_dir = resolve(args.models_dir)
+    rate = VoiceConfig.from_file(bundle_dir / f"{VOICE}.onnx.json").sample_rate
+    sentences = read_lines(args.sentences)
+    results: dict[str, Any] = {}
+    for threads in (1, 2):
+        engines = {n: make_engine(n, bundle_dir, threads, args.variant) for n in ENGINES}
+        results[f"rtf_{threads}"] = rtf(engines, sentences, args.reps, rate)
+        results[f"ttfa_{threads}"] = first_audio(engines, 2 * args.reps + 1)
+        if threads == 1:
+            results["wer"] = word_error_rate(engines, sentences, rate)
+        del engines
+    quiet = {n: make_engine(n, bundle_dir, 1, args.variant, noise=False) for n in ENGINES}
+    results["wer_noise0"] = word_error_rate(quiet, sentences, rate)
+    del quiet
+    runs: dict[str, list[dict[str, float]]] = {n: [] for n in ENGINES}
+    for _ in range(args.startup_runs):
+        for name in ENGINES:
+            runs[name].append(startup(args, name))
+    results["startup"] = {n: statistics.median(r["startup_s"] for r in runs[n]) for n in ENGINES}
+    results["rss"] = {n: statistics.median(r["rss_mib"] for r in runs[n]) for n in ENGINES}
+
+    from importlib.metadata import version
+
+    print(f"{VOICE} on {platform.machine()}, {os.cpu_count()} CPUs; onnxruntime "
+          f"{onnxruntime.__version__}, piper-tts {version('piper-tts')}; {len(sentences)} "
+          f"sentences x {args.reps}, start-up x {args.startup_runs}; 1/RTF = audio s per s")
+    print(table(results))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
