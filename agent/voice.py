@@ -136,7 +136,7 @@ class Voice:
     def load(cls, bundle_dir: Path, **kwargs: Any) -> Voice:
         """Verify the bundle in ``bundle_dir`` against its manifest, then load it."""
         try:
-            bundle = verify_bundle(bundle_dir)
+            bundle = verify_bundle(bundle_dir, kwargs.get("variant", "fp32"))
         except BundleError as exc:
             raise VoiceLoadError(str(exc)) from exc
         return cls(bundle, **kwargs)

@@ -261,10 +261,12 @@ class VoiceLibrary:
         if bundle_dir.resolve() != voice.bundle.dir.resolve():
             return False
         try:
-            manifest = read_manifest(bundle_dir)
-            if {n: e.get("sha256") for n, e in manifest["files"].items()} != voice.bundle.sha256:
-                return False
-            return all(sha256_file(bundle_dir / n) == h for n, h in voice.bundle.sha256.items())
+            files = read_manifest(bundle_dir)["files"]
+            return all(
+                name in files and files[name].get("sha256") == digest
+                and sha256_file(bundle_dir / name) == digest
+                for name, digest in voice.bundle.sha256.items()
+            )
         except (BundleError, OSError):
             return False
 

@@ -73,3 +73,24 @@ def test_staged_layout_follows_current(tiny_voice_dir: Path, tmp_path: Path) -> 
     (voice_dir / "current").symlink_to("1.0.0")
     assert resolve_bundle_dir(voice_dir) == (voice_dir / "1.0.0").resolve()
     assert verify_bundle(resolve_bundle_dir(voice_dir)).voice == "tiny-test"
+
+
+def test_verifying_one_variant_hashes_only_its_files(tiny_voice_dir: Path) -> None:
+    import shutil
+
+    from agent.bundle import write_manifest
+
+    shutil.copyfile(tiny_voice_dir / "tiny-test.onnx", tiny_voice_dir / "tiny-test.int8.onnx")
+    write_manifest(tiny_voice_dir, voice="tiny-test", version="1", sample_rate=16000,
+                   variants={"fp32": "tiny-test.onnx", "int8": "tiny-test.int8.onnx"},
+                   config="tiny-test.onnx.json", source="t")
+    corrupt = tiny_voice_dir / "tiny-test.int8.onnx"
+    corrupt.write_bytes(bytes(reversed(corrupt.read_bytes())))  # same size, other bytes
+    fp32 = verify_bundle(tiny_voice_dir, "fp32")
+    assert set(fp32.sha256) == {"tiny-test.onnx", "tiny-test.onnx.json"}
+    with pytest.raises(BundleError, match="sha256"):
+        verify_bundle(tiny_voice_dir, "int8")
+    with pytest.raises(BundleError, match="sha256"):
+        verify_bundle(tiny_voice_dir)
+    with pytest.raises(BundleError, match="no fp16 variant"):
+        verify_bundle(tiny_voice_dir, "fp16")
