@@ -161,6 +161,9 @@ def build_session_options(runtime: RuntimeOptions) -> Any:
     options.enable_mem_pattern = runtime.enable_mem_pattern
     if runtime.optimized_model_path is not None:
         options.optimized_model_filepath = str(runtime.optimized_model_path)
+        # onnxruntime warns that the saved graph may be CPU-specific; the cache key covers the
+        # CPU's instruction-set flags, so the warning is noise here.
+        options.log_severity_level = 3
     spinning = "1" if runtime.allow_spinning else "0"
     options.add_session_config_entry("session.intra_op.allow_spinning", spinning)
     options.add_session_config_entry("session.inter_op.allow_spinning", spinning)
