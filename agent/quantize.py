@@ -14,7 +14,7 @@ sentences, so activation ranges come from real phoneme sequences.
 
 Which nodes stay fp32 is the :class:`Recipe`'s decision, by node-name pattern: the text
 encoder and the duration predictor decide how long each phoneme lasts, so they stay fp32 and
-the int8 voice keeps the fp32 timing exactly (the gate checks it). docs/readme/performance.md
+the int8 voice keeps the fp32 timing exactly (the gate checks it). the README, "Performance"
 says how :data:`DEFAULT_RECIPE` was chosen. Everything runs on the caller's thread.
 """
 
@@ -141,7 +141,7 @@ DEFAULT_RECIPE = Recipe(
     calibration="percentile",
     calibration_options={"percentile": 99.99, "symmetric": False},
 )
-"""The shipped recipe for Piper (VITS) voices; see docs/readme/performance.md for why."""
+"""The shipped recipe for Piper (VITS) voices; see the README, "Performance" for why."""
 
 
 @dataclass(frozen=True, slots=True)

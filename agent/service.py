@@ -11,7 +11,7 @@ Threads: ``mqtt-network`` (paho; parse and hand on only), ``dispatch`` (commands
 :func:`run_until_signal`. Presence is retained on ``{prefix}/{device}/status``: ``online`` on
 every connect, ``offline`` as the Last Will, ``stopped`` on a clean shutdown.
 
-Health and systemd (see docs/readme/health.md):
+Health and systemd (see the README, "Health and running as a service"):
 
 - :class:`~agent.health.Health` gathers the snapshot: request counts and timings (fed by the
   :class:`~agent.mqtt.tracker.RequestTracker`), the workers' liveness, and one section per

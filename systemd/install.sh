@@ -168,8 +168,8 @@ install_files() {
     "$ROOT$STATE_DIR/models"
   : > "$ROOT$PREFIX/$MARKER"
   install -m 0644 "$SELF_DIR/agent.toml" "$ROOT$SHARE/agent.toml.default"
-  if [ -f "$REPO/docs/readme/health.md" ]; then
-    install -m 0644 "$REPO/docs/readme/health.md" "$ROOT$SHARE/doc/health.md"
+  if [ -f "$REPO/README.md" ]; then
+    install -m 0644 "$REPO/README.md" "$ROOT$SHARE/doc/README.md"
   fi
   if [ "$PREFIX" = "/opt/tts-agent" ]; then
     install -m 0644 "$unit_src" "$ROOT$UNIT_DIR/$UNIT_NAME"

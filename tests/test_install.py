@@ -63,8 +63,8 @@ def test_install_lays_out_the_service_and_uninstall_leaves_nothing(tmp_path: Pat
     assert os.access(root / "opt/tts-agent/venv/bin/python", os.X_OK)
     assert (root / "opt/tts-agent/share/agent.toml.default").is_file()
     assert (root / "var/lib/tts-agent/models").is_dir()
-    if (ROOT / "docs/readme/health.md").exists():
-        assert (root / "opt/tts-agent/share/doc/health.md").is_file()
+    if (ROOT / "README.md").exists():
+        assert (root / "opt/tts-agent/share/doc/README.md").is_file()
 
     # A second install (an upgrade) keeps the administrator's configuration and password.
     config.write_text(config.read_text() + '\n# edited\n')
