@@ -1,6 +1,6 @@
 """Hardware profiles: data-only TOML files, validated, matched against the detected hardware.
 
-A profile file ``firmware_profiles/<name>.toml`` has four tables (see the README, "Hardware profiles")::
+A profile file ``firmware_profiles/<name>.toml`` has four tables (README, "Hardware profiles")::
 
     description = "Raspberry Pi 4 ..."
     [match]    # rules; every rule given must hold, the most specific matching profile wins
