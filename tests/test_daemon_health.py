@@ -127,8 +127,11 @@ def assert_health_fields(h: dict[str, Any], *, voice: str, voice_dir: Path) -> N
     loaded = {v["voice"]: v for v in h["voices"]["voices"]}
     manifest = read_manifest(voice_dir)
     entry = loaded[voice]
-    assert entry["version"] == manifest["version"] and entry["variant"] == "fp32"
-    assert entry["sha256"] == manifest["files"][manifest["variants"]["fp32"]]["sha256"]
+    # the variant the hardware profile asked for, when the bundle has it (fp32 otherwise)
+    wanted = hardware["model_variant"]
+    variant = wanted if wanted in manifest["variants"] else "fp32"
+    assert entry["version"] == manifest["version"] and entry["variant"] == variant
+    assert entry["sha256"] == manifest["files"][manifest["variants"][variant]]["sha256"]
     assert entry["loaded_at"] > 1.7e9
     assert h["voices"]["last_reload"][voice]["outcome"] == "loaded"
     assert {"depth", "max", "pending"} <= h["queue"].keys()
