@@ -55,7 +55,8 @@ venv() {
     say "creating $VENV"
     "$PYTHON" -m venv "$VENV"
   fi
-  local stamp="$VENV/.installed-$(sha256sum pyproject.toml | cut -c1-16)"
+  local stamp
+  stamp="$VENV/.installed-$(sha256sum pyproject.toml | cut -c1-16)"
   if [ ! -f "$stamp" ]; then
     say "installing the agent and its dependencies into .venv"
     if ! { "$PY" -m pip install -q --upgrade pip && "$PY" -m pip install -q -e ".[dev,voice]"; } \

