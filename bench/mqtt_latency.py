@@ -1,7 +1,8 @@
 """MQTT command-channel figures with real synthesis and real playback into an ALSA file sink.
 
 * publish -> ``accepted``: network + intake + dispatch (what a controller waits for);
-* publish -> ``started``: the first audio frame written to the ALSA device;
+* publish -> ``started``: the first audio frame written to the ALSA device, for texts said for
+  the first time (synthesized) and for an announcement repeated (played from the phrase cache);
 * intake rate: a burst of queued speak commands, how many per second come back ``accepted``,
   and whether every one of them reaches a final event (none lost, none duplicated).
 
@@ -144,17 +145,26 @@ def main() -> int:
 
 def run(args: argparse.Namespace, controller: MqttClient, speak: Any, clock: Clock
         ) -> dict[str, Any]:
-    accepted, started = [], []
-    for n in range(args.runs):
-        request_id = f"lat-{n}"
-        payload = json.dumps({"id": request_id, "text": args.text}).encode()
+    def sample(request_id: str, text: str) -> tuple[float, float] | None:
+        payload = json.dumps({"id": request_id, "text": text}).encode()
         sent = time.monotonic()
         controller.publish(OutboundMessage(speak, payload))
         if not clock.wait([(request_id, "final")], 120):
             raise SystemExit(f"{request_id}: no final event")
-        if (request_id, "started") in clock.seen:
-            accepted.append(clock.seen[(request_id, "accepted")] - sent)
-            started.append(clock.seen[(request_id, "started")] - sent)
+        if (request_id, "started") not in clock.seen:
+            return None
+        return (clock.seen[(request_id, "accepted")] - sent,
+                clock.seen[(request_id, "started")] - sent)
+
+    # Every text is new, so every one is synthesized (the phrase cache cannot answer).
+    fresh = [sample(f"lat-{n}", f"{args.text.rstrip('.')} number {n + 1}.")
+             for n in range(args.runs)]
+    accepted = [s[0] for s in fresh if s is not None]
+    started = [s[1] for s in fresh if s is not None]
+    # The same announcement again and again: after its first time it plays from the cache.
+    sample("rep-0", args.text)
+    repeated = [s[1] for n in range(args.runs)
+                if (s := sample(f"rep-{n + 1}", args.text)) is not None]
 
     ids = [f"burst-{n}" for n in range(args.burst)]
     sent = time.monotonic()
@@ -170,6 +180,7 @@ def run(args: argparse.Namespace, controller: MqttClient, speak: Any, clock: Clo
     return {
         "publish_to_accepted": summary(accepted),
         "publish_to_first_audio": summary(started),
+        "publish_to_first_audio_repeated_phrase": summary(repeated),
         "burst": {
             "commands": len(ids),
             "accepted": sum(1 for i in ids if (i, "accepted") in clock.seen),
