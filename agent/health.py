@@ -117,6 +117,9 @@ def _duration(name: str, value: float | None) -> float | None:
     return float(value)
 
 
+DEFAULT_THERMAL_LIMIT_C = 85.0
+"""Temperature limit (deg C) when neither the settings nor a hardware profile give one."""
+
 class RequestStats:
     """Counters since start plus the last ``window`` requests' durations. Thread-safe."""
 
@@ -184,8 +187,12 @@ class Health:
         probe: SystemProbe | None = None,
         clock: Callable[[], float] = time.monotonic,
         version: str = __version__,
+        thermal_limit_c: float | None = None,
     ) -> None:
+        """``thermal_limit_c``: the hardware profile's limit; ``health.thermal_limit_c`` wins."""
         self.settings = settings.health
+        self.thermal_limit_c = (settings.health.thermal_limit_c or thermal_limit_c
+                                or DEFAULT_THERMAL_LIMIT_C)
         self.device_id = settings.device_id
         self.version = version
         self.liveness = liveness
@@ -239,7 +246,7 @@ class Health:
             "uptime_s": round(self._clock() - self._started, 3),
             "requests": self.requests.snapshot(),
             "workers": self.liveness.check().as_dict() if self.liveness is not None else {},
-            "system": self.probe.read(),
+            "system": {**self.probe.read(), "cpu_temp_limit_c": self.thermal_limit_c},
         }
         with self._lock:
             providers = list(self._providers.items())
@@ -311,8 +318,9 @@ def _system_findings(snap: Mapping[str, Any], settings: HealthSettings,
                      ) -> Iterator[tuple[State, str]]:
     system = snap["system"]
     temp = system.get("cpu_temp_c")
-    if temp is not None and temp >= settings.temp_degraded_c:
-        yield "degraded", f"cpu temperature {temp:.1f} C (limit {settings.temp_degraded_c:g} C)"
+    limit = system.get("cpu_temp_limit_c") or DEFAULT_THERMAL_LIMIT_C
+    if temp is not None and temp >= limit:
+        yield "degraded", f"cpu temperature {temp:.1f} C (limit {limit:g} C)"
     throttled = system.get("throttled")
     if throttled and throttled["now"]:
         yield "degraded", "throttled now: " + ", ".join(throttled["now"])

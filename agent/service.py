@@ -126,11 +126,12 @@ class AgentService:
         onnxruntime, and the process should leave without running interpreter teardown)."""
         self.notifier = notifier if notifier is not None else Notifier.from_environ(unset=True)
         self.liveness = Liveness(settings.health.stall_s)
-        self.health = Health(settings, liveness=self.liveness)
         self.profile: Any
         """The :class:`agent.hardware.EffectiveProfile` in force, None if it cannot be resolved."""
         self._profile_error: str | None
         self.profile, self._profile_error = _hardware_profile(settings)
+        self.health = Health(settings, liveness=self.liveness, thermal_limit_c=(
+            self.profile.thermal.limit_c if self.profile is not None else None))
         self.profile_name: str | None = (self.profile.name if self.profile is not None
                                          else settings.profile)
         if voices is None:

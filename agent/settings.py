@@ -317,9 +317,10 @@ class HealthSettings(_Section):
         description="Share of failed requests in the window (at least 5 requests) at which the "
                     "device counts as degraded; 0 switches the rule off.",
     )
-    temp_degraded_c: float = Field(
-        default=80.0, ge=30.0, le=150.0,
-        description="CPU temperature at or above which the device counts as degraded (deg C).",
+    thermal_limit_c: float | None = Field(
+        default=None, ge=30.0, le=150.0,
+        description="CPU temperature at or above which the device counts as degraded (deg C); "
+                    "unset = the hardware profile's thermal limit (85 without a profile).",
     )
     disk_min_free_mb: int = Field(
         default=100, ge=0, le=10_000_000,

@@ -202,7 +202,7 @@ def test_hot_throttled_and_full_disk_are_degraded(settings: Settings, tmp_path: 
     probe = SystemProbe(tmp_path, sysroot=root)
     tight = settings.model_copy(update={"health": settings.health.model_copy(
         update={"disk_min_free_mb": 10_000_000})})
-    snap = Health(tight, probe=probe).snapshot()
+    snap = Health(tight, probe=probe, thermal_limit_c=80.0).snapshot()  # the profile's limit
     assert snap["system"]["cpu_temp_c"] == 85.2
     assert snap["system"]["throttled"] == {
         "raw": "0x50005", "now": ["under_voltage", "throttled"],
@@ -211,6 +211,11 @@ def test_hot_throttled_and_full_disk_are_degraded(settings: Settings, tmp_path: 
     assert snap["reasons"][:2] == ["cpu temperature 85.2 C (limit 80 C)",
                                    "throttled now: under_voltage, throttled"]
     assert re.fullmatch(r"\d+ MiB free for .* \(limit 10000000 MiB\)", snap["reasons"][2])
+    # an explicit setting wins over the profile; 90 C is not reached
+    cool = tight.model_copy(update={"health": tight.health.model_copy(
+        update={"thermal_limit_c": 90.0})})
+    reasons = Health(cool, probe=probe, thermal_limit_c=80.0).snapshot()["reasons"]
+    assert not any(r.startswith("cpu temperature") for r in reasons)
 
 
 def test_throttled_in_the_past_only_is_reported_not_degraded() -> None:
