@@ -98,6 +98,16 @@ class Recipe:
     conv2d_blocks: tuple[str, ...] = ()
     """Regular expressions, each selecting (by node name) a block of 1-D convolutions that is
     rewritten as 2-D before quantization (:func:`agent.onnx_layout.convs_as_2d`)."""
+    time_rows: int = 1
+    """Rows the time axis of :attr:`time_rows_block` is cut into (1 = not cut), so that
+    onnxruntime splits its 2-D convolutions across threads
+    (:func:`agent.onnx_layout.fold_time_into_rows`)."""
+    time_rows_block: tuple[str, ...] = ()
+    """Two regular expressions: the node whose first input and the node whose output bound the
+    block run on :attr:`time_rows` rows (a 2-D block, see :attr:`conv2d_blocks`)."""
+    polyphase_upsamplers: tuple[str, ...] = ()
+    """Regular expressions selecting 2-D ``ConvTranspose`` upsamplers rewritten as polyphase
+    ``Conv`` (:func:`agent.onnx_layout.upsamplers_as_convs`), which can be quantized."""
     per_channel: bool = True
     """One weight scale per output channel instead of one per tensor."""
     reduce_range: bool = False
@@ -113,7 +123,8 @@ class Recipe:
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
-        for key in ("keep_fp32", "op_types", "conv2d_blocks"):
+        for key in ("keep_fp32", "op_types", "conv2d_blocks", "time_rows_block",
+                    "polyphase_upsamplers"):
             data[key] = list(data[key])
         data["options"] = dict(self.options)
         data["calibration_options"] = dict(self.calibration_options)
@@ -126,7 +137,7 @@ class Recipe:
 
 
 DEFAULT_RECIPE = Recipe(
-    name="piper-vits-dec2d-u8s8-pc-p9999",
+    name="piper-vits-dec2d-rows2-poly-u8s8-pc-p9999",
     keep_fp32=(
         r"^/enc_p/",  # text encoder: feeds the duration predictor
         r"^/dp/",  # duration predictor: int8 here changes phoneme lengths
@@ -136,6 +147,12 @@ DEFAULT_RECIPE = Recipe(
     ),
     op_types=("Conv", "MatMul"),
     conv2d_blocks=(r"^/dec/",),
+    # The fp32 last stage (32 channels at the full rate) as 2-D convolutions runs on one thread
+    # only; cut into 2 rows it runs on 2 (exact: the rows overlap by its receptive field).
+    time_rows=2,
+    time_rows_block=(r"^/dec/ups\.2/", r"^/dec/Tanh$"),
+    # Polyphase Conv instead of ConvTranspose: int8 in stages 1-2, no col2im in stage 3.
+    polyphase_upsamplers=(r"^/dec/ups\.",),
     # Ranges that clip the rarest 0.01 % of values: min-max ranges are set by a few outliers
     # and waste most of the 256 levels (held-out log-mel distance 4.4 dB instead of 2.6 dB).
     calibration="percentile",
@@ -307,19 +324,27 @@ def _calibration_method(name: str) -> Any:
     return methods[name]
 
 
-def _prepare(fp32_path: Path, out: Path, recipe: Recipe) -> tuple[list[str], int]:
+def _prepare(fp32_path: Path, out: Path, recipe: Recipe) -> tuple[list[str], dict[str, int]]:
     """onnxruntime's quantization pre-processing, then the recipe's layout rewrites."""
     import onnx
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
-    from agent.onnx_layout import convs_as_2d
+    from agent.onnx_layout import convs_as_2d, fold_time_into_rows, upsamplers_as_convs
 
+    if recipe.time_rows_block and len(recipe.time_rows_block) != 2:
+        raise QuantizeError("time_rows_block needs two patterns (start node, end node)")
     quant_pre_process(str(fp32_path), str(out), skip_symbolic_shape=True)
     model = onnx.load(str(out))
-    converted = sum(convs_as_2d(model, pattern) for pattern in recipe.conv2d_blocks)
-    if converted:
+    counts = {"convs_rewritten_2d": sum(convs_as_2d(model, p) for p in recipe.conv2d_blocks)}
+    counts["convs_in_time_rows"] = 0
+    if recipe.time_rows > 1 and recipe.time_rows_block:
+        start, end = recipe.time_rows_block
+        counts["convs_in_time_rows"] = fold_time_into_rows(model, start, end, recipe.time_rows)
+    counts["upsamplers_polyphase"] = sum(upsamplers_as_convs(model, p)
+                                         for p in recipe.polyphase_upsamplers)
+    if any(counts.values()):
         onnx.save(model, str(out))
-    return [node.name for node in model.graph.node], converted
+    return [node.name for node in model.graph.node], counts
 
 
 def _calibrate(model: Path, reader: CalibrationReader, recipe: Recipe, cache: Path,
@@ -362,7 +387,7 @@ def quantize_model(fp32_path: Path, out_path: Path, reader: CalibrationReader, r
         prepared = workdir / "prepared.onnx"
         cache = calibration_cache or workdir / "ranges.json"
         try:
-            node_names, converted = _prepare(fp32_path, prepared, recipe)
+            node_names, counts = _prepare(fp32_path, prepared, recipe)
             excluded = recipe.excluded_nodes(node_names)
             if not cache.is_file():
                 _calibrate(prepared, reader, recipe, cache, workdir)
@@ -385,9 +410,9 @@ def quantize_model(fp32_path: Path, out_path: Path, reader: CalibrationReader, r
             raise QuantizeError(f"quantizing {fp32_path} failed: {exc!r}") from exc
     seconds = time.monotonic() - started
     log.info("model_quantized", model=str(fp32_path), recipe=recipe.name,
-             conv2d=converted, excluded_nodes=len(excluded), seconds=round(seconds, 1))
-    return {"nodes": len(node_names), "nodes_kept_fp32": len(excluded),
-            "convs_rewritten_2d": converted, "seconds": round(seconds, 1)}
+             excluded_nodes=len(excluded), seconds=round(seconds, 1), **counts)
+    return {"nodes": len(node_names), "nodes_kept_fp32": len(excluded), **counts,
+            "seconds": round(seconds, 1)}
 
 
 # --- quality -------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from agent.audio_quality import mel_distance_db, spectral_snr_db
 from agent.bundle import read_manifest, sha256_file, verify_bundle
 from agent.cli import main as cli_main
 from agent.frontend import Frontend
-from agent.onnx_layout import convs_as_2d
+from agent.onnx_layout import convs_as_2d, fold_time_into_rows, upsamplers_as_convs
 from agent.onnx_session import RuntimeOptions, create_session
 from agent.quantize import (
     DEFAULT_BOUNDS,
@@ -157,6 +157,53 @@ def test_rewrite_leaves_a_block_it_cannot_handle_alone(conv_voice: Path) -> None
     assert model.SerializeToString() == original
 
 
+def _same_output(original: Path, model: onnx.ModelProto, tmp_path: Path) -> None:
+    rewritten = tmp_path / "rewritten.onnx"
+    onnx.save(model, str(rewritten))
+    frontend, _ = _frontend(original)
+    before, after = _runner(original), _runner(rewritten)
+    texts = [*HELDOUT, "A much longer sentence, so that the time axis is cut into several "
+             "overlapping windows that are joined again without a seam."]
+    for _, feeds in sentence_feeds(frontend, texts, DETERMINISTIC):
+        a, b = before(feeds), after(feeds)
+        assert a.shape == b.shape
+        np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+def test_upsampler_as_polyphase_conv_computes_the_same(conv_voice: Path, tmp_path: Path) -> None:
+    model = onnx.load(str(conv_voice))
+    convs_as_2d(model, "/dec/")
+    assert upsamplers_as_convs(model, r"^/dec/ups\.") == 1
+    onnx.checker.check_model(model)
+    assert "ConvTranspose" not in {n.op_type for n in model.graph.node}
+    assert "/dec/ups.0/PolyConv" in {n.name for n in model.graph.node}
+    _same_output(conv_voice, model, tmp_path)
+
+
+@pytest.mark.parametrize("polyphase", [False, True])
+def test_time_folded_into_rows_computes_the_same(conv_voice: Path, tmp_path: Path,
+                                                 polyphase: bool) -> None:
+    model = onnx.load(str(conv_voice))
+    convs_as_2d(model, "/dec/")
+    # ConvTranspose, the resblock's Conv and conv_post.
+    assert fold_time_into_rows(model, r"^/dec/ups\.0/", r"^/dec/Tanh$", 3) == 3
+    if polyphase:
+        assert upsamplers_as_convs(model, r"^/dec/ups\.") == 1
+    onnx.checker.check_model(model)
+    _same_output(conv_voice, model, tmp_path)
+
+
+def test_fold_leaves_a_block_with_another_input_alone(conv_voice: Path) -> None:
+    model = onnx.load(str(conv_voice))
+    convs_as_2d(model, "/dec/")
+    original = model.SerializeToString()
+    # The resblock's Add also takes the upsampler's output: that tensor would enter unfolded.
+    assert fold_time_into_rows(model, r"^/dec/resblocks\.0/convs", r"^/dec/Tanh$", 2) == 0
+    assert fold_time_into_rows(model, r"^/dec/ups\.0/", r"^/nothing$", 2) == 0
+    assert fold_time_into_rows(model, r"^/dec/ups\.0/", r"^/dec/Tanh$", 1) == 0
+    assert model.SerializeToString() == original
+
+
 def test_quantize_model_keeps_recipe_nodes_fp32(conv_voice: Path, tmp_path: Path) -> None:
     frontend, _ = _frontend(conv_voice)
     reader = CalibrationReader([f for _, f in sentence_feeds(frontend, CALIBRATION,
@@ -177,10 +224,13 @@ def test_quantize_model_keeps_recipe_nodes_fp32(conv_voice: Path, tmp_path: Path
     assert quantized("/dec/resblocks.0/convs.0/Conv")
     assert not quantized("/enc_p/proj/MatMul")  # the encoder decides durations
     assert not quantized("/dec/conv_post/Conv")  # the final layer stays fp32
-    assert not quantized("/dec/ups.0/ConvTranspose")  # not in the recipe's op types
+    # The upsampler became a polyphase Conv (onnxruntime has no int8 ConvTranspose on CPU).
+    assert facts["upsamplers_polyphase"] == 1
+    assert "ConvTranspose" not in {n.op_type for n in model.graph.node}
+    assert quantized("/dec/ups.0/PolyConv")
     int8_kernels = [i for i in model.graph.initializer
                     if i.data_type == onnx.TensorProto.INT8 and len(i.dims) >= 3]
-    assert len(int8_kernels) == 3  # per-channel int8 weights of the three quantized convs
+    assert len(int8_kernels) == 4  # per-channel int8 weights of the four quantized convs
 
 
 def test_excluded_nodes_follow_patterns() -> None:
