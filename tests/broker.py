@@ -18,6 +18,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -328,3 +329,22 @@ def running_agent(settings: Settings) -> Iterator[AgentService]:
         yield service
     finally:
         service.stop(grace_s=2.0)
+
+
+@contextmanager
+def daemon(settings: Settings, log_path: Path, *args: str,
+           env: dict[str, str] | None = None,
+           drop_env: tuple[str, ...] = ()) -> Iterator[subprocess.Popen[bytes]]:
+    """``python -m agent run`` with ``settings`` in its environment, output to ``log_path``;
+    killed if still running at the end."""
+    full_env = {k: v for k, v in agent_env(settings).items() if k not in drop_env}
+    full_env.update(env or {})
+    with log_path.open("wb") as log:
+        process = subprocess.Popen([sys.executable, "-m", "agent", "run", *args], env=full_env,
+                                   stdout=log, stderr=subprocess.STDOUT)
+        try:
+            yield process
+        finally:
+            if process.poll() is None:
+                process.kill()
+            process.wait(10)

@@ -14,17 +14,15 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 import stall_voice
-from broker import Broker, Recorder, agent_env, agent_settings, mqtt_broker
+from broker import Broker, Recorder, agent_settings, daemon, mqtt_broker
 from notify_socket import Message, NotifySocket
 
 from agent import __version__
@@ -54,24 +52,6 @@ def notify(tmp_path: Path) -> Iterator[NotifySocket]:
     sock = NotifySocket(tmp_path / "notify.sock")
     yield sock
     sock.close()
-
-
-@contextmanager
-def daemon(settings: Settings, log_path: Path, *args: str,
-           env: dict[str, str] | None = None,
-           drop_env: tuple[str, ...] = ()) -> Iterator[subprocess.Popen[bytes]]:
-    """``python -m agent run`` with ``settings`` in its environment; killed if still running."""
-    full_env = {k: v for k, v in agent_env(settings).items() if k not in drop_env}
-    full_env.update(env or {})
-    with log_path.open("wb") as log:
-        process = subprocess.Popen([sys.executable, "-m", "agent", "run", *args], env=full_env,
-                                   stdout=log, stderr=subprocess.STDOUT)
-        try:
-            yield process
-        finally:
-            if process.poll() is None:
-                process.kill()
-            process.wait(10)
 
 
 def fields_of(messages: list[Message], key: str) -> list[str]:

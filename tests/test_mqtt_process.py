@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from broker import Broker, Recorder, agent_env, agent_settings, mqtt_broker
+from broker import Broker, Recorder, agent_env, agent_settings, daemon, mqtt_broker
 
 from agent.mqtt.topics import Namespace
 from agent.settings import Settings
@@ -34,16 +34,8 @@ def settings(mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Path) -> Setti
 
 @pytest.fixture()
 def agent_process(settings: Settings, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
-    log = (tmp_path / "agent.log").open("wb")
-    process = subprocess.Popen([sys.executable, "-m", "agent", "run"], env=agent_env(settings),
-                               stdout=log, stderr=subprocess.STDOUT)
-    try:
+    with daemon(settings, tmp_path / "agent.log") as process:
         yield process
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.wait(10)
-        log.close()
 
 
 def test_sigkill_makes_the_broker_publish_offline(mqtt_broker: Broker,
