@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent import __version__
 from agent.audio.player import AudioPlayer
-from agent.hardware import ProfileError, resolve_profile
+from agent.hardware import profile_or_reason
 from agent.health import Health, summary_line
 from agent.health_reporter import HealthReporter
 from agent.liveness import Liveness, Watchdog
@@ -93,15 +93,6 @@ class _Offline:
         return Publication(None, acked)
 
 
-def _hardware_profile(settings: Settings) -> tuple[Any, str | None]:
-    """The effective hardware profile and None, or None and why it cannot be resolved (logged)."""
-    try:
-        return resolve_profile(settings), None
-    except (ProfileError, OSError) as exc:
-        log.warning("hardware_profile_unavailable", error=str(exc))
-        return None, str(exc)
-
-
 class AgentService:
     """The running agent. :meth:`start`, :meth:`notify_ready`, :meth:`reload` and :meth:`stop`
     from the main thread.
@@ -129,7 +120,7 @@ class AgentService:
         self.profile: Any
         """The :class:`agent.hardware.EffectiveProfile` in force, None if it cannot be resolved."""
         self._profile_error: str | None
-        self.profile, self._profile_error = _hardware_profile(settings)
+        self.profile, self._profile_error = profile_or_reason(settings)
         self.health = Health(settings, liveness=self.liveness, thermal_limit_c=(
             self.profile.thermal.limit_c if self.profile is not None else None))
         self.profile_name: str | None = (self.profile.name if self.profile is not None

@@ -138,12 +138,9 @@ class VoiceLibrary:
         and when it cannot be resolved the library runs with one thread and fp32 (logged).
         """
         if profile is None:
-            from agent.hardware import ProfileError, resolve_profile
+            from agent.hardware import profile_or_reason
 
-            try:
-                profile = resolve_profile(settings)
-            except (ProfileError, OSError) as exc:
-                log.warning("hardware_profile_unavailable", error=str(exc))
+            profile, _ = profile_or_reason(settings)
         if profile is None:
             return cls(settings, on_event=on_event)
         return cls(settings, runtime=profile.runtime_options(),

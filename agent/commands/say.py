@@ -53,7 +53,7 @@ def _audio_settings(settings: Settings, profile: Any, device: str | None) -> Aud
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent.hardware import ProfileError, resolve_profile
+    from agent.hardware import profile_or_reason
     from agent.voice import VoiceLoadError
     from agent.voices import VoiceLibrary, VoiceNotFound
 
@@ -61,10 +61,7 @@ def run(args: argparse.Namespace) -> int:
     text = checked_text(args.text, settings)
     volume = bounded(args.volume, "--volume", 0.0, 1.0)
     params = synthesis_params(args)
-    try:
-        profile: Any = resolve_profile(settings)
-    except (ProfileError, OSError):
-        profile = None  # plain settings and library defaults
+    profile, _ = profile_or_reason(settings)  # None: plain settings and library defaults
     audio = _audio_settings(settings, profile, args.device)
     try:
         voice = VoiceLibrary.for_settings(settings, profile=profile).get(args.voice)

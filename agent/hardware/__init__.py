@@ -7,7 +7,13 @@ tune override and explicit settings, and returns an immutable :class:`EffectiveP
 """
 
 from agent.hardware.detect import HardwareInfo, detect_hardware
-from agent.hardware.effective import EffectiveProfile, ResolvedRuntime, resolve_profile, tune_path
+from agent.hardware.effective import (
+    EffectiveProfile,
+    ResolvedRuntime,
+    profile_or_reason,
+    resolve_profile,
+    tune_path,
+)
 from agent.hardware.profiles import (
     AudioProfile,
     MatchResult,
@@ -47,6 +53,7 @@ __all__ = [
     "load_profile",
     "load_profiles",
     "parse_cpu_list",
+    "profile_or_reason",
     "read_tune",
     "resolve_profile",
     "tune_path",

@@ -27,6 +27,7 @@ from agent.hardware.profiles import (
     AudioProfile,
     MatchResult,
     Profile,
+    ProfileError,
     ProfileSet,
     Provider,
     ThermalProfile,
@@ -358,3 +359,18 @@ def resolve_profile(
         tune_note=tune_note,
         candidates=tuple(library.evaluate(hw)),
     )
+
+
+def profile_or_reason(settings: Settings) -> tuple[EffectiveProfile | None, str | None]:
+    """The effective profile and None, or None and why it cannot be resolved (logged once here).
+
+    For the agent and the commands that run a voice: without a profile they fall back to one
+    thread and fp32 rather than fail.
+    """
+    from agent.logs import get_logger
+
+    try:
+        return resolve_profile(settings), None
+    except (ProfileError, OSError) as exc:
+        get_logger(__name__).warning("hardware_profile_unavailable", error=str(exc))
+        return None, str(exc)
