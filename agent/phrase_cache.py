@@ -44,9 +44,9 @@ MAX_HEADER_BYTES = 64 * 1024
 
 
 def cache_key(text: str, voice: str, model_sha256: str, params: SynthesisParams,
-              chunking: int = 0) -> str:
+              chunking: tuple[int, ...] = ()) -> str:
     """The cache key of ``text`` (already normalised) spoken by that exact model with ``params``;
-    ``chunking`` is the voice's clause-splitting threshold, which also changes the audio."""
+    ``chunking`` is the voice's clause splitting and stream windows, which also shape the audio."""
     material = json.dumps([text, voice, model_sha256, astuple(params), chunking],
                           ensure_ascii=False)
     return hashlib.sha256(material.encode("utf-8")).hexdigest()
@@ -183,7 +183,7 @@ def cached_synthesis(cache: PhraseCache | None, voice: Voice, text: str,
     if cache is None:
         return voice.synthesize(text, params)
     normalized = normalize_text(text, voice.frontend.max_chars)
-    key = cache_key(normalized, voice.name, voice.sha256, params, voice.max_clause_phonemes)
+    key = cache_key(normalized, voice.name, voice.sha256, params, voice.chunking)
     hit = cache.get(key)
     if hit is not None:
         return iter(hit)

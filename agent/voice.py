@@ -21,7 +21,9 @@ from agent.audio_format import AudioChunk
 from agent.bundle import Bundle, BundleError, verify_bundle
 from agent.frontend import Frontend, Sentence
 from agent.logs import get_logger
-from agent.onnx_session import RuntimeOptions, create_session
+from agent.onnx_session import RuntimeOptions
+from agent.streaming import StreamGain, WindowPlan, peak_normalize
+from agent.voice_sessions import open_sessions
 
 __all__ = ["SynthesisParams", "Voice", "VoiceConfig", "VoiceLoadError"]
 
@@ -98,6 +100,9 @@ class Voice:
         phoneme_cache_size: int = 1024,
         sentence_silence_s: float = 0.0,
         max_clause_phonemes: int = 0,
+        stream_first_frames: int = 0,
+        stream_growth: int = 8,
+        stream_max_window_frames: int = 400,
     ) -> None:
         started = time.monotonic()
         self.bundle = bundle
@@ -117,13 +122,19 @@ class Voice:
                                  max_chars=max_chars, cache_size=phoneme_cache_size)
         model_path = bundle.model_path(variant)
         try:
-            self.session, self.provider = create_session(
-                model_path, runtime or RuntimeOptions(),
-                model_sha256=bundle.sha256.get(model_path.name))
+            self.sessions = open_sessions(model_path, runtime or RuntimeOptions(),
+                                          bundle.sha256.get(model_path.name),
+                                          split=stream_first_frames > 0)
         except BundleError:
             raise
         except Exception as exc:  # onnxruntime raises its own exception types
             raise VoiceLoadError(f"{model_path}: onnxruntime cannot load it: {exc}") from exc
+        self.session, self.provider = self.sessions.main, self.sessions.provider
+        self.window_plan = (
+            WindowPlan(stream_first_frames, stream_growth, stream_max_window_frames,
+                       self.sessions.pad)
+            if self.sessions.pad is not None and stream_first_frames > 0 else None)
+        """How sentences are cut into windows; None = every sentence is decoded whole."""
         self._check_signature()
         self.warmup_s = self._warm_up()
         self.load_s = time.monotonic() - started
@@ -175,8 +186,23 @@ class Voice:
         self.warmup_audio_s = audio.size / self.sample_rate
         return time.monotonic() - started
 
+    @property
+    def chunking(self) -> tuple[int, ...]:
+        """Everything besides text, model and parameters that shapes the audio's chunks and
+        levels (clause splitting, stream windows), for cache keys."""
+        plan = self.window_plan
+        return (self.max_clause_phonemes,
+                *((plan.first_frames, plan.growth, plan.max_window_frames) if plan else ()))
+
     def ids_to_audio(self, ids: Sequence[int], params: SynthesisParams) -> np.ndarray:
         """Run the model on one sentence's phoneme ids; float32 mono samples, unnormalised."""
+        feeds = self._feeds(ids, params)
+        output = np.asarray(self.session.run(None, feeds)[0], dtype=np.float32)
+        if self.sessions.decoder is None:
+            return output.reshape(-1)
+        return self.sessions.decode(output, feeds)
+
+    def _feeds(self, ids: Sequence[int], params: SynthesisParams) -> dict[str, np.ndarray]:
         config = self.config
         feeds: dict[str, np.ndarray] = {
             "input": np.asarray([ids], dtype=np.int64),
@@ -195,8 +221,7 @@ class Voice:
             if not 0 <= speaker < max(1, config.num_speakers):
                 raise ValueError(f"speaker id {speaker} out of range 0..{config.num_speakers - 1}")
             feeds["sid"] = np.asarray([speaker], dtype=np.int64)
-        audio = self.session.run(None, feeds)[0]
-        return np.asarray(audio, dtype=np.float32).reshape(-1)
+        return feeds
 
     def sentences(self, text: str) -> list[Sentence]:
         """The frontend's sentences for ``text`` (raises ``TextError`` for unspeakable text)."""
@@ -215,10 +240,33 @@ class Voice:
         """Like :meth:`synthesize` for sentences the caller has already made."""
         params = params or SynthesisParams()
         silence = np.zeros(int(self.sentence_silence_s * self.sample_rate), dtype=np.float32)
-        for sentence in sentences:
-            audio = self.ids_to_audio(self.frontend.ids(sentence), params)
-            peak = float(np.max(np.abs(audio))) if audio.size else 0.0
-            audio = audio / peak if peak > 1e-8 else np.zeros_like(audio)
+        for index, sentence in enumerate(sentences):
+            ids = self.frontend.ids(sentence)
+            if self.window_plan is not None:
+                # Only a request's first sentence gets a short first window: later ones are
+                # synthesized while the one before them plays. Long ones come in windows too,
+                # which bounds the decoder's memory.
+                yield from self._windowed(ids, params, sentence.text, silence, first=index == 0)
+                continue
+            audio = peak_normalize(self.ids_to_audio(ids, params))
             if silence.size:
                 audio = np.concatenate([audio, silence])
             yield AudioChunk.from_float(audio, self.sample_rate, sentence.text)
+
+    def _windowed(self, ids: Sequence[int], params: SynthesisParams, text: str,
+                  silence: np.ndarray, *, first: bool) -> Iterator[AudioChunk]:
+        """One sentence as chunks of latent windows (see :mod:`agent.streaming`)."""
+        plan, sessions = self.window_plan, self.sessions
+        if plan is None:
+            raise RuntimeError("this voice does not decode in windows")
+        feeds = self._feeds(ids, params)
+        latent = np.asarray(self.session.run(None, feeds)[0], dtype=np.float32)
+        gain = StreamGain(self.sample_rate)
+        windows = plan.windows(latent.shape[-1], first=first)
+        for number, (start, end) in enumerate(windows, 1):
+            audio = plan.decode(lambda z: sessions.decode(z, feeds), latent, start, end,
+                                sessions.hop)
+            audio = peak_normalize(audio) if len(windows) == 1 else gain.apply(audio)
+            if number == len(windows) and silence.size:
+                audio = np.concatenate([audio, silence])
+            yield AudioChunk.from_float(audio, self.sample_rate, text if number == 1 else "")

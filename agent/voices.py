@@ -293,6 +293,9 @@ class VoiceLibrary:
                 phoneme_cache_size=synthesis.phoneme_cache_size,
                 sentence_silence_s=synthesis.sentence_silence_s,
                 max_clause_phonemes=synthesis.max_clause_phonemes,
+                stream_first_frames=synthesis.stream_first_frames,
+                stream_growth=synthesis.stream_growth,
+                stream_max_window_frames=synthesis.stream_max_window_frames,
             )
         except VoiceLoadError:
             raise

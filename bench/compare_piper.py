@@ -67,14 +67,21 @@ Synth = Callable[[str], Iterator[np.ndarray]]
 
 
 def our_voice(bundle_dir: Path, variant: str, threads: int) -> Any:
-    """Our voice as the agent loads it (its optimised-model cache in the bench's cache dir)."""
+    """Our voice as the agent loads it, with the default synthesis settings (streaming on; its
+    optimised-model cache in the bench's cache dir)."""
     from agent.onnx_session import RuntimeOptions
+    from agent.settings import SynthesisSettings
     from agent.voice import Voice
 
     cache = os.environ.get(CACHE_ENV)
     runtime = RuntimeOptions(intra_op_threads=threads,
                              optimized_cache_dir=Path(cache) / "ort" if cache else None)
-    return Voice.load(bundle_dir, variant=variant, phoneme_cache_size=0, runtime=runtime)
+    synthesis = SynthesisSettings()
+    return Voice.load(bundle_dir, variant=variant, phoneme_cache_size=0, runtime=runtime,
+                      max_clause_phonemes=synthesis.max_clause_phonemes,
+                      stream_first_frames=synthesis.stream_first_frames,
+                      stream_growth=synthesis.stream_growth,
+                      stream_max_window_frames=synthesis.stream_max_window_frames)
 
 
 def ours(bundle_dir: Path, variant: str, threads: int, *, noise: bool = True) -> Synth:

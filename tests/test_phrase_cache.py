@@ -33,7 +33,9 @@ def test_key_depends_on_everything_that_changes_audio() -> None:
     assert base != cache_key("Hello.", "v", "b" * 64, SynthesisParams())  # model swapped
     assert base != cache_key("Hello.", "v", "a" * 64, SynthesisParams(length_scale=1.2))
     assert base != cache_key("Hello.", "v", "a" * 64, SynthesisParams(noise_scale=0.0))
-    assert base != cache_key("Hello.", "v", "a" * 64, SynthesisParams(), chunking=60)
+    assert base != cache_key("Hello.", "v", "a" * 64, SynthesisParams(), chunking=(60,))
+    assert cache_key("Hello.", "v", "a" * 64, SynthesisParams(), chunking=(60, 40, 8, 400)) != \
+        cache_key("Hello.", "v", "a" * 64, SynthesisParams(), chunking=(60,))  # stream windows
 
 
 def test_round_trip_keeps_chunks_format_and_text(tmp_path: Path) -> None:

@@ -1,0 +1,306 @@
+"""Streaming a sentence's decoder in windows: the plan, the exact padding, the gain, the split.
+
+Pure parts (window plan, padding search, gain) run on numpy stand-ins for a decoder. The split
+and the streamed voice run on the tiny Piper-structured voice (tests/quant_voice.py), fp32 and
+int8, and on the real en_US-joe-medium voice.
+"""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import quant_voice
+
+from agent.model_split import SplitError, split_model
+from agent.onnx_session import RuntimeOptions
+from agent.streaming import MIN_REFERENCE_PEAK, StreamGain, WindowPlan, exact_pad
+from agent.voice import SynthesisParams, Voice
+
+QUIET = SynthesisParams(noise_scale=0.0, noise_w=0.0)
+HOP = 4
+
+
+def local_decoder(radius: int):  # type: ignore[no-untyped-def]
+    """A stand-in decoder whose output frame depends on latent frames within ``radius``."""
+    kernel = np.linspace(1.0, 2.0, 2 * radius + 1)
+
+    def decode(latent: np.ndarray) -> np.ndarray:
+        signal = latent[0].sum(axis=0)
+        frames = np.convolve(np.pad(signal, radius), kernel, mode="valid")
+        return np.tanh(np.repeat(frames, HOP) * 0.1).astype(np.float32)
+
+    return decode
+
+
+# --- window plan ---------------------------------------------------------------------------
+
+
+def test_windows_cover_the_sentence_in_order_without_overlap() -> None:
+    plan = WindowPlan(first_frames=40, growth=8, max_window_frames=400, pad=12)
+    for frames in (1, 30, 63, 64, 65, 235, 400, 1000, 5000):
+        windows = plan.windows(frames)
+        assert windows[0][0] == 0 and windows[-1][1] == frames
+        assert all(a < b for a, b in windows)
+        assert all(prev[1] == nxt[0] for prev, nxt in itertools.pairwise(windows))
+
+
+def test_first_window_then_growth_then_the_memory_bound() -> None:
+    plan = WindowPlan(first_frames=40, growth=2, max_window_frames=100, pad=12)
+    assert plan.windows(1000)[:4] == [(0, 40), (40, 120), (120, 220), (220, 320)]
+    lengths = [b - a for a, b in plan.windows(1000)]
+    assert max(lengths) <= 100 + plan.pad  # a short tail may ride with the last window
+
+
+def test_short_sentences_and_plans_off_decode_whole() -> None:
+    plan = WindowPlan(first_frames=40, growth=8, max_window_frames=400, pad=12)
+    assert plan.windows(63) == [(0, 63)]  # a cut needs pad frames on both sides of it
+    assert plan.windows(64) == [(0, 40), (40, 64)]
+    assert WindowPlan(0, 8, 400, 12).windows(300) == [(0, 300)]
+
+
+def test_growth_keeps_later_windows_short_enough_to_be_ready_in_time() -> None:
+    plan = WindowPlan(first_frames=40, growth=8, max_window_frames=400, pad=12)
+    assert plan.windows(235) == [(0, 40), (40, 235)]  # 195 <= 8 x 40
+    assert plan.windows(800)[:2] == [(0, 40), (40, 360)]
+
+
+# --- exact padding -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("radius", [1, 4, 7, 12, 20])
+def test_exact_pad_finds_the_smallest_padding_covering_the_receptive_field(radius: int) -> None:
+    pad = exact_pad(local_decoder(radius), channels=3, hop=HOP)
+    assert pad is not None and pad >= radius
+    assert pad == min(p for p in (4, 8, 12, 16, 24, 32, 48) if p >= radius)
+
+
+def test_windowed_decoding_with_that_pad_is_the_whole_decoding() -> None:
+    decode = local_decoder(7)
+    pad = exact_pad(decode, channels=3, hop=HOP)
+    assert pad is not None
+    latent = np.random.default_rng(1).standard_normal((1, 3, 300)).astype(np.float32)
+    plan = WindowPlan(first_frames=20, growth=3, max_window_frames=64, pad=pad)
+    joined = np.concatenate([plan.decode(decode, latent, a, b, HOP)
+                             for a, b in plan.windows(300)])
+    np.testing.assert_allclose(joined, decode(latent), atol=1e-6)
+    short = WindowPlan(first_frames=20, growth=3, max_window_frames=64, pad=pad - 4)
+    joined = np.concatenate([short.decode(decode, latent, a, b, HOP)
+                             for a, b in short.windows(300)])
+    assert np.max(np.abs(joined - decode(latent))) > 1e-4  # too little context shows
+
+
+def test_a_decoder_that_is_not_local_never_streams() -> None:
+    def global_offset(latent: np.ndarray) -> np.ndarray:
+        signal = np.repeat(latent[0].sum(axis=0), HOP)
+        return (signal + signal.sum()).astype(np.float32)  # every sample sees every frame
+
+    assert exact_pad(global_offset, channels=2, hop=HOP) is None
+
+
+# --- gain ----------------------------------------------------------------------------------
+
+
+def test_gain_equals_whole_sentence_normalisation_when_the_peak_comes_first() -> None:
+    rng = np.random.default_rng(2)
+    sentence = (rng.standard_normal(4000) * 0.1).astype(np.float32)
+    sentence[100] = 0.6  # the loudest sample, in the first window
+    gain = StreamGain(22050)
+    streamed = np.concatenate([gain.apply(sentence[:1000]), gain.apply(sentence[1000:])])
+    np.testing.assert_allclose(streamed, sentence / 0.6, atol=1e-6)
+
+
+def test_a_louder_later_window_lowers_the_gain_without_clipping() -> None:
+    first = np.full(1000, 0.3, np.float32) * np.sin(np.arange(1000))
+    later = np.full(1000, 0.3, np.float32) * np.sin(np.arange(1000))
+    later[500] = 0.9
+    gain = StreamGain(22050)
+    a, b = gain.apply(first), gain.apply(later)
+    assert np.max(np.abs(a)) == pytest.approx(1.0, abs=1e-3)  # normalised to its own peak
+    assert np.max(np.abs(b)) == pytest.approx(1.0, abs=1e-3)  # the new peak just fits
+    assert np.max(np.abs(b)) <= 1.0
+    audible = np.abs(later[:200]) > 0.05
+    applied = b[:200][audible] / later[:200][audible]
+    assert applied[0] == pytest.approx(1 / 0.3, rel=0.05)  # starts at the first window's gain
+    assert applied[-1] == pytest.approx(1 / 0.9, rel=1e-3)  # ends at the new peak's
+    assert np.all(np.diff(applied) <= 1e-6) and np.max(np.abs(np.diff(applied))) < 0.1  # a ramp
+
+
+def test_a_quiet_first_window_is_not_blown_up_to_full_scale() -> None:
+    breath = np.full(500, 0.01, np.float32)
+    out = StreamGain(22050).apply(breath)
+    assert np.max(np.abs(out)) == pytest.approx(0.01 / MIN_REFERENCE_PEAK)
+
+
+# --- split graphs and streamed voices -------------------------------------------------------
+
+
+@pytest.fixture()
+def conv_bundle(tmp_path: Path) -> Path:
+    return quant_voice.build_bundle(tmp_path / "models")
+
+
+def test_split_halves_compute_the_whole_model(conv_bundle: Path) -> None:
+    import onnxruntime as ort
+
+    model = conv_bundle / f"{quant_voice.VOICE}.onnx"
+    halves = split_model(model)
+    assert halves.channels == quant_voice.CHANNELS
+    whole = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    front = ort.InferenceSession(halves.front, providers=["CPUExecutionProvider"])
+    decoder = ort.InferenceSession(halves.decoder, providers=["CPUExecutionProvider"])
+    assert [i.name for i in front.get_inputs()] == [i.name for i in whole.get_inputs()]
+    feeds = {"input": np.asarray([[1, 5, 9, 14, 2]], np.int64),
+             "input_lengths": np.asarray([5], np.int64),
+             "scales": np.asarray([0.0, 1.0, 0.0], np.float32)}
+    latent = front.run(None, feeds)[0]
+    assert latent.shape == (1, quant_voice.CHANNELS, 5)
+    decoder_feeds = {i.name: feeds.get(i.name, latent) for i in decoder.get_inputs()}
+    np.testing.assert_allclose(decoder.run(None, decoder_feeds)[0], whole.run(None, feeds)[0],
+                               atol=1e-6)
+
+
+def test_a_graph_without_a_piper_decoder_is_not_split(tiny_voice_dir: Path) -> None:
+    import make_tiny_voice
+
+    with pytest.raises(SplitError, match="conv_pre"):
+        split_model(tiny_voice_dir / f"{make_tiny_voice.VOICE}.onnx")
+    voice = Voice.load(tiny_voice_dir, stream_first_frames=8)  # loads whole, does not stream
+    assert voice.window_plan is None and voice.sessions.decoder is None
+    assert len(list(voice.synthesize("A first sentence that is long enough."))) == 1
+
+
+def _streamed_and_whole(bundle: Path, variant: str, cache: Path,
+                        text: str) -> tuple[list[int], np.ndarray, np.ndarray, Voice]:
+    runtime = RuntimeOptions(optimized_cache_dir=cache)
+    streamed = Voice.load(bundle, variant=variant, runtime=runtime, stream_first_frames=8,
+                          stream_growth=2, stream_max_window_frames=16)
+    whole = Voice.load(bundle, variant=variant, runtime=runtime)
+    chunks = list(streamed.synthesize(text, QUIET))
+    a = np.concatenate([c.samples().reshape(-1) for c in chunks]).astype(np.int32)
+    b = np.concatenate([c.samples().reshape(-1) for c in whole.synthesize(text, QUIET)])
+    return [c.frames for c in chunks], a, b.astype(np.int32), streamed
+
+
+@pytest.mark.parametrize("variant", ["fp32", "int8"])
+def test_streamed_voice_speaks_the_same_audio_in_more_chunks(conv_bundle: Path, tmp_path: Path,
+                                                            variant: str) -> None:
+    if variant == "int8":
+        from agent.quantize import build_int8_bundle
+
+        build_int8_bundle(conv_bundle / f"{quant_voice.VOICE}.onnx", conv_bundle,
+                          calibration=["Welcome aboard the evening service.",
+                                       "Tickets are sold at the green machines."],
+                          heldout=["Please mind the step."])
+    text = "Tickets are sold at the green machines near the main entrance. Thank you."
+    frames, streamed, whole, voice = _streamed_and_whole(conv_bundle, variant,
+                                                         tmp_path / "ort", text)
+    assert voice.window_plan is not None and voice.sessions.hop == 32
+    assert voice.window_plan.pad >= 2  # conv_pre alone reaches 2 frames each way
+    assert len(frames) > 2 and frames[0] == 8 * 32  # the first sentence came in windows
+    assert streamed.size == whole.size
+    assert np.max(np.abs(streamed[:frames[0]])) >= 32000  # scaled to its peak, like Piper
+    # Before any gain: the windows decode to the same samples as the whole sentence.
+    ids = voice.frontend.ids(voice.sentences(text)[0])
+    feeds = voice._feeds(ids, QUIET)
+    latent = voice.session.run(None, feeds)[0]
+    plan = voice.window_plan
+    joined = np.concatenate([plan.decode(lambda z: voice.sessions.decode(z, feeds), latent, a, b,
+                                         voice.sessions.hop)
+                             for a, b in plan.windows(latent.shape[-1])])
+    np.testing.assert_allclose(joined, voice.ids_to_audio(ids, QUIET), atol=1e-5)
+
+
+def test_later_loads_take_both_halves_from_the_cache(conv_bundle: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    runtime = RuntimeOptions(optimized_cache_dir=tmp_path / "ort")
+    first = Voice.load(conv_bundle, runtime=runtime, stream_first_frames=8)
+    assert len(list((tmp_path / "ort").glob("*.onnx"))) == 2  # front and decoder
+
+    def no_split(_: Path) -> None:
+        raise AssertionError("split again although both halves are cached")
+
+    monkeypatch.setattr("agent.voice_sessions.split_model", no_split)
+    again = Voice.load(conv_bundle, runtime=runtime, stream_first_frames=8)
+    assert again.window_plan == first.window_plan and again.sessions.hop == first.sessions.hop
+    text = "Tickets are sold at the green machines near the main entrance."
+    assert [c.audio for c in again.synthesize(text, QUIET)] == \
+        [c.audio for c in first.synthesize(text, QUIET)]
+    shutil.rmtree(tmp_path / "ort")
+    monkeypatch.undo()
+    assert Voice.load(conv_bundle, runtime=runtime, stream_first_frames=8).window_plan == \
+        first.window_plan  # a lost cache is rebuilt
+
+
+def test_real_voice_streams_its_first_sentence_exactly(real_voice_dir: Path,
+                                                       tmp_path: Path) -> None:
+    runtime = RuntimeOptions(optimized_cache_dir=tmp_path / "ort")
+    streamed = Voice.load(real_voice_dir, variant="int8", runtime=runtime, stream_first_frames=40)
+    whole = Voice.load(real_voice_dir, variant="int8", runtime=runtime)
+    assert streamed.window_plan is not None
+    assert streamed.window_plan.pad == 12 and streamed.sessions.hop == 256
+    text = "Good afternoon and welcome to the central library. Thank you."
+    sentence = streamed.sentences(text)[0]
+    ids = streamed.frontend.ids(sentence)
+    # The raw decoder output, windowed against whole: the same samples.
+    feeds = streamed._feeds(ids, QUIET)
+    latent = streamed.session.run(None, feeds)[0]
+    plan = streamed.window_plan
+    joined = np.concatenate([
+        plan.decode(lambda z: streamed.sessions.decode(z, feeds), latent, a, b, 256)
+        for a, b in plan.windows(latent.shape[-1])])
+    reference = whole.ids_to_audio(ids, QUIET)
+    np.testing.assert_allclose(joined, reference, atol=1e-4 * float(np.max(np.abs(reference))))
+    chunks = list(streamed.synthesize(text, QUIET))
+    assert chunks[0].frames == 40 * 256 and len(chunks) == 3  # two windows, then sentence two
+
+
+def test_later_long_sentences_come_in_windows_without_a_short_first_one(
+        conv_bundle: Path, tmp_path: Path) -> None:
+    voice = Voice.load(conv_bundle, runtime=RuntimeOptions(optimized_cache_dir=tmp_path / "ort"),
+                       stream_first_frames=8, stream_growth=100, stream_max_window_frames=16)
+    sentences = voice.sentences("Yes. Tickets are sold at the green machines near the main "
+                                "entrance of the station.")
+    frames = [len(voice.frontend.ids(s)) for s in sentences]  # one latent frame per id here
+    assert frames[0] < 8 + 2 * voice.window_plan.pad and frames[1] > 16
+    chunks = list(voice.synthesize_sentences(sentences, QUIET))
+    hop = voice.sessions.hop
+    assert chunks[0].frames == frames[0] * hop  # too short to cut
+    later = [c.frames // hop for c in chunks[1:]]
+    assert sum(later) == frames[1] and len(later) > 1
+    assert max(later) <= 16 + voice.window_plan.pad and later[0] > 8  # no short first window
+
+
+def test_a_voices_two_halves_share_the_process_thread_pools(conv_bundle: Path,
+                                                            tmp_path: Path) -> None:
+    """Run in a fresh process: the pools are sized once per process."""
+    import subprocess
+    import sys
+
+    script = f"""
+import json, sys
+from pathlib import Path
+from agent.onnx_session import RuntimeOptions, build_session_options
+from agent.voice import Voice
+voice = Voice.load(Path({str(conv_bundle)!r}), stream_first_frames=8,
+                   runtime=RuntimeOptions(intra_op_threads=2))
+other = RuntimeOptions(intra_op_threads=3, shared_threads=True)
+print(json.dumps({{
+    "split": voice.sessions.decoder is not None,
+    "two_threads_shared": not build_session_options(
+        RuntimeOptions(intra_op_threads=2, shared_threads=True)).use_per_session_threads,
+    "three_threads_shared": not build_session_options(other).use_per_session_threads,
+    "three_threads_spin": build_session_options(other).get_session_config_entry(
+        "session.intra_op.allow_spinning"),
+}}))
+"""
+    import json
+
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            cwd=Path(__file__).resolve().parent.parent, timeout=120, check=True)
+    facts = json.loads(result.stdout.strip().splitlines()[-1])
+    assert facts == {"split": True, "two_threads_shared": True, "three_threads_shared": False,
+                     "three_threads_spin": "0"}
