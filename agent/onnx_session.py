@@ -23,7 +23,6 @@ import contextlib
 import hashlib
 import os
 import platform
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -92,11 +91,6 @@ class RuntimeOptions:
     """TensorRT engine cache directory (TensorRT only)."""
     config_entries: tuple[tuple[str, str], ...] = field(default=())
     """Further ``session.*`` config entries, applied last (for experiments and benchmarks)."""
-    shared_threads: bool = False
-    """Run on the process-wide thread pools instead of the session's own. For sessions that run
-    one after another (a voice's front and decoder): each session's own pool would keep
-    spinning while the other runs, and on a board with as many cores as threads the two pools
-    fight (measured on 2 cores: 124 ms per sentence against 77 ms shared)."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.intra_op_threads <= 256:
@@ -149,7 +143,6 @@ class RuntimeOptions:
             "affinity_cpus": list(self.affinity_cpus),
             "allow_spinning": self.allow_spinning,
             "providers": list(self.providers),
-            "shared_threads": _on_global_pools(self),
         }
 
 
@@ -158,11 +151,8 @@ def build_session_options(runtime: RuntimeOptions) -> Any:
     import onnxruntime as ort
 
     options = ort.SessionOptions()
-    if _on_global_pools(runtime):
-        options.use_per_session_threads = False
-    else:
-        options.intra_op_num_threads = runtime.intra_op_threads
-        options.inter_op_num_threads = runtime.inter_op_threads
+    options.intra_op_num_threads = runtime.intra_op_threads
+    options.inter_op_num_threads = runtime.inter_op_threads
     options.execution_mode = (ort.ExecutionMode.ORT_PARALLEL if runtime.execution_mode == "parallel"
                               else ort.ExecutionMode.ORT_SEQUENTIAL)
     options.graph_optimization_level = getattr(ort.GraphOptimizationLevel,
@@ -174,10 +164,7 @@ def build_session_options(runtime: RuntimeOptions) -> Any:
         # onnxruntime warns that the saved graph may be CPU-specific; the cache key covers the
         # CPU's instruction-set flags, so the warning is noise here.
         options.log_severity_level = 3
-    # Sessions that would share the global pools but cannot (another size got there first) do
-    # not spin, for the reason given at RuntimeOptions.shared_threads.
-    spinning = "1" if runtime.allow_spinning and not (
-        runtime.shared_threads and not _on_global_pools(runtime)) else "0"
+    spinning = "1" if runtime.allow_spinning else "0"
     options.add_session_config_entry("session.intra_op.allow_spinning", spinning)
     options.add_session_config_entry("session.inter_op.allow_spinning", spinning)
     affinity = runtime.affinity_string()
@@ -186,54 +173,6 @@ def build_session_options(runtime: RuntimeOptions) -> Any:
     for key, value in runtime.config_entries:
         options.add_session_config_entry(key, value)
     return options
-
-
-_global_pools: dict[str, tuple[int, int]] = {}
-"""``{"sizes": (intra, inter)}`` once the process-wide pools are sized."""
-_global_pools_lock = threading.Lock()
-
-
-def _on_global_pools(runtime: RuntimeOptions) -> bool:
-    """Whether sessions for ``runtime`` run on the process-wide pools: asked for, more than one
-    thread, and the pools (sized once per process, by the first such session) fit."""
-    wanted = (runtime.intra_op_threads, runtime.inter_op_threads)
-    return (runtime.shared_threads and runtime.intra_op_threads > 1
-            and _global_pools.get("sizes", wanted) == wanted)
-
-
-def _ensure_global_pools(runtime: RuntimeOptions) -> None:
-    """Size the process-wide pools for ``runtime`` before the first session uses them; their
-    threads are created pinned to ``runtime.affinity_cpus`` (a thread inherits its creator's
-    CPUs; onnxruntime ignores per-session affinities on global pools)."""
-    with _global_pools_lock:
-        if "sizes" in _global_pools or not _on_global_pools(runtime):
-            return
-        from onnxruntime.capi import _pybind_state  # the Python API's only door to the pools
-
-        wanted = (runtime.intra_op_threads, runtime.inter_op_threads)
-        with _pinned(runtime.affinity_cpus):
-            _pybind_state.set_global_thread_pool_sizes(*wanted)
-        _global_pools["sizes"] = wanted
-        log.info("onnx_global_thread_pools", intra_op_threads=wanted[0],
-                 inter_op_threads=wanted[1], affinity_cpus=list(runtime.affinity_cpus))
-
-
-@contextlib.contextmanager
-def _pinned(cpus: Sequence[int]) -> Any:
-    """Run the body with the calling thread pinned to ``cpus`` (no-op when empty)."""
-    if not cpus or not hasattr(os, "sched_getaffinity"):
-        yield
-        return
-    before = os.sched_getaffinity(0)
-    try:
-        os.sched_setaffinity(0, cpus)
-    except OSError:
-        yield
-        return
-    try:
-        yield
-    finally:
-        os.sched_setaffinity(0, before)
 
 
 def plan_providers(
@@ -299,10 +238,8 @@ def create_session(model_path: Path, runtime: RuntimeOptions,
             save_to = cached.with_name(f".{cached.stem}.{os.getpid()}.tmp.onnx")
             runtime = replace(runtime, optimized_model_path=save_to)
         source = graph() if graph is not None else str(model_path)
-        _ensure_global_pools(runtime)
-        with _pinned(runtime.affinity_cpus if _on_global_pools(runtime) else ()):
-            session = ort.InferenceSession(source, sess_options=build_session_options(runtime),
-                                           providers=plan)
+        session = ort.InferenceSession(source, sess_options=build_session_options(runtime),
+                                       providers=plan)
         if cached is not None and save_to is not None:
             _publish_cached(save_to, cached)
     used = session.get_providers()
@@ -358,11 +295,9 @@ def _load_cached(cached: Path, runtime: RuntimeOptions, plan: list[Any]) -> Any:
 
     if not cached.is_file():
         return None
-    _ensure_global_pools(runtime)
     options = build_session_options(replace(runtime, graph_optimization="disable"))
     try:
-        with _pinned(runtime.affinity_cpus if _on_global_pools(runtime) else ()):
-            session = ort.InferenceSession(str(cached), sess_options=options, providers=plan)
+        session = ort.InferenceSession(str(cached), sess_options=options, providers=plan)
     except Exception as exc:  # a truncated or foreign file: rebuild it
         log.warning("onnx_optimized_cache_bad", file=str(cached), error=str(exc))
         cached.unlink(missing_ok=True)

@@ -23,7 +23,7 @@ from agent.frontend import Frontend, Sentence
 from agent.logs import get_logger
 from agent.onnx_session import RuntimeOptions
 from agent.streaming import StreamGain, WindowPlan, peak_normalize
-from agent.voice_sessions import open_sessions
+from agent.voice_sessions import open_session
 
 __all__ = ["SynthesisParams", "Voice", "VoiceConfig", "VoiceLoadError"]
 
@@ -122,18 +122,18 @@ class Voice:
                                  max_chars=max_chars, cache_size=phoneme_cache_size)
         model_path = bundle.model_path(variant)
         try:
-            self.sessions = open_sessions(model_path, runtime or RuntimeOptions(),
-                                          bundle.sha256.get(model_path.name),
-                                          split=stream_first_frames > 0)
+            self.engine = open_session(model_path, runtime or RuntimeOptions(),
+                                       bundle.sha256.get(model_path.name),
+                                       split=stream_first_frames > 0)
         except BundleError:
             raise
         except Exception as exc:  # onnxruntime raises its own exception types
             raise VoiceLoadError(f"{model_path}: onnxruntime cannot load it: {exc}") from exc
-        self.session, self.provider = self.sessions.main, self.sessions.provider
+        self.session, self.provider = self.engine.session, self.engine.provider
         self.window_plan = (
             WindowPlan(stream_first_frames, stream_growth, stream_max_window_frames,
-                       self.sessions.pad)
-            if self.sessions.pad is not None and stream_first_frames > 0 else None)
+                       self.engine.pad)
+            if self.engine.pad is not None and stream_first_frames > 0 else None)
         """How sentences are cut into windows; None = every sentence is decoded whole."""
         self._check_signature()
         self.warmup_s = self._warm_up()
@@ -196,11 +196,7 @@ class Voice:
 
     def ids_to_audio(self, ids: Sequence[int], params: SynthesisParams) -> np.ndarray:
         """Run the model on one sentence's phoneme ids; float32 mono samples, unnormalised."""
-        feeds = self._feeds(ids, params)
-        output = np.asarray(self.session.run(None, feeds)[0], dtype=np.float32)
-        if self.sessions.decoder is None:
-            return output.reshape(-1)
-        return self.sessions.decode(output, feeds)
+        return self.engine.audio(self._feeds(ids, params))
 
     def _feeds(self, ids: Sequence[int], params: SynthesisParams) -> dict[str, np.ndarray]:
         config = self.config
@@ -256,16 +252,16 @@ class Voice:
     def _windowed(self, ids: Sequence[int], params: SynthesisParams, text: str,
                   silence: np.ndarray, *, first: bool) -> Iterator[AudioChunk]:
         """One sentence as chunks of latent windows (see :mod:`agent.streaming`)."""
-        plan, sessions = self.window_plan, self.sessions
+        plan, engine = self.window_plan, self.engine
         if plan is None:
             raise RuntimeError("this voice does not decode in windows")
         feeds = self._feeds(ids, params)
-        latent = np.asarray(self.session.run(None, feeds)[0], dtype=np.float32)
+        latent = engine.latent(feeds)
         gain = StreamGain(self.sample_rate)
         windows = plan.windows(latent.shape[-1], first=first)
         for number, (start, end) in enumerate(windows, 1):
-            audio = plan.decode(lambda z: sessions.decode(z, feeds), latent, start, end,
-                                sessions.hop)
+            audio = plan.decode(lambda z: engine.decode(z, feeds), latent, start, end,
+                                engine.hop)
             audio = peak_normalize(audio) if len(windows) == 1 else gain.apply(audio)
             if number == len(windows) and silence.size:
                 audio = np.concatenate([audio, silence])

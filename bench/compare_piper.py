@@ -58,6 +58,8 @@ REPEATED = "Attention please: the lift on platform two is out of order. We apolo
 CACHE_ENV = "TTS_AGENT_BENCH_CACHE"
 """Where our engine keeps its optimised-model and phrase caches during the bench."""
 ENGINES = ("ours-int8", "ours-fp32", "piper")
+WHOLE = "ours-int8-whole"
+"""Our int8 voice with streaming off (every sentence decoded whole): speed and first audio only."""
 
 Synth = Callable[[str], Iterator[np.ndarray]]
 """Text -> float audio per sentence (as each engine yields it)."""
@@ -66,7 +68,7 @@ Synth = Callable[[str], Iterator[np.ndarray]]
 # --- engines -------------------------------------------------------------------------------
 
 
-def our_voice(bundle_dir: Path, variant: str, threads: int) -> Any:
+def our_voice(bundle_dir: Path, variant: str, threads: int, *, stream: bool = True) -> Any:
     """Our voice as the agent loads it, with the default synthesis settings (streaming on; its
     optimised-model cache in the bench's cache dir)."""
     from agent.onnx_session import RuntimeOptions
@@ -79,15 +81,16 @@ def our_voice(bundle_dir: Path, variant: str, threads: int) -> Any:
     synthesis = SynthesisSettings()
     return Voice.load(bundle_dir, variant=variant, phoneme_cache_size=0, runtime=runtime,
                       max_clause_phonemes=synthesis.max_clause_phonemes,
-                      stream_first_frames=synthesis.stream_first_frames,
+                      stream_first_frames=synthesis.stream_first_frames if stream else 0,
                       stream_growth=synthesis.stream_growth,
                       stream_max_window_frames=synthesis.stream_max_window_frames)
 
 
-def ours(bundle_dir: Path, variant: str, threads: int, *, noise: bool = True) -> Synth:
+def ours(bundle_dir: Path, variant: str, threads: int, *, noise: bool = True,
+         stream: bool = True) -> Synth:
     from agent.voice import SynthesisParams
 
-    voice = our_voice(bundle_dir, variant, threads)
+    voice = our_voice(bundle_dir, variant, threads, stream=stream)
     params = None if noise else SynthesisParams(noise_scale=0.0, noise_w=0.0)
 
     def synth(text: str) -> Iterator[np.ndarray]:
@@ -123,7 +126,8 @@ def make_engine(name: str, bundle_dir: Path, threads: int, variant: str, *,
                 noise: bool = True) -> Synth:
     if name == "piper":
         return piper(bundle_dir, threads, noise=noise)
-    return ours(bundle_dir, variant if name == "ours-int8" else "fp32", threads, noise=noise)
+    return ours(bundle_dir, "fp32" if name == "ours-fp32" else variant, threads, noise=noise,
+                stream=name != WHOLE)
 
 
 # --- measurements --------------------------------------------------------------------------
@@ -323,6 +327,21 @@ def table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def streaming_off(results: dict[str, Any]) -> str:
+    """What streaming costs and buys: our int8 voice with every sentence decoded whole."""
+    def speed(key: str) -> str:
+        ours_whole, piper_rtf = results[key][WHOLE], results[key]["piper"]
+        return f"{1 / ours_whole:.1f}x ({piper_rtf / ours_whole:.2f}x piper)"
+
+    def first(key: str) -> str:
+        ours_whole, piper_s = results[key][WHOLE], results[key]["piper"]
+        return f"{ours_whole * 1000:.0f} ms ({ours_whole / piper_s:.2f}x)"
+
+    return (f"int8 with streaming off (synthesis.stream_first_frames = 0): speed {speed('rtf_1')} "
+            f"at 1 thread, {speed('rtf_2')} at 2; paragraph first audio {first('ttfa_1')} at 1 "
+            f"thread, {first('ttfa_2')} at 2")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models-dir", type=Path, default=ROOT / "models")
@@ -351,11 +370,11 @@ def main() -> int:
     sentences = read_lines(args.sentences)
     results: dict[str, Any] = {}
     for threads in (1, 2):
-        engines = {n: make_engine(n, bundle_dir, threads, args.variant) for n in ENGINES}
+        engines = {n: make_engine(n, bundle_dir, threads, args.variant) for n in (*ENGINES, WHOLE)}
         results[f"rtf_{threads}"] = rtf(engines, sentences, args.reps, rate)
         results[f"ttfa_{threads}"] = first_audio(engines, 2 * args.reps + 1)
         if threads == 1:
-            results["wer"] = word_error_rate(engines, sentences, rate)
+            results["wer"] = word_error_rate({n: engines[n] for n in ENGINES}, sentences, rate)
             results["ttfa_cached"] = cached_first_audio(bundle_dir, args.variant,
                                                         engines["piper"], 2 * args.reps + 1)
         del engines
@@ -382,6 +401,7 @@ def main() -> int:
           f"{onnxruntime.__version__}, piper-tts {version('piper-tts')}; {len(sentences)} "
           f"sentences x {args.reps}, start-up x {args.startup_runs}; 1/RTF = audio s per s")
     print(table(results))
+    print(streaming_off(results))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import quant_voice
 
-from agent.model_split import SplitError, split_model
+from agent.model_split import DECODE_INPUT, LATENT_INPUT, SplitError, split_model
 from agent.onnx_session import RuntimeOptions
 from agent.streaming import MIN_REFERENCE_PEAK, StreamGain, WindowPlan, exact_pad
 from agent.voice import SynthesisParams, Voice
@@ -143,24 +143,24 @@ def conv_bundle(tmp_path: Path) -> Path:
     return quant_voice.build_bundle(tmp_path / "models")
 
 
-def test_split_halves_compute_the_whole_model(conv_bundle: Path) -> None:
+def test_switchable_graph_computes_the_whole_model_in_two_steps(conv_bundle: Path) -> None:
     import onnxruntime as ort
 
     model = conv_bundle / f"{quant_voice.VOICE}.onnx"
-    halves = split_model(model)
-    assert halves.channels == quant_voice.CHANNELS
+    split = split_model(model)
+    assert split.channels == quant_voice.CHANNELS
     whole = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
-    front = ort.InferenceSession(halves.front, providers=["CPUExecutionProvider"])
-    decoder = ort.InferenceSession(halves.decoder, providers=["CPUExecutionProvider"])
-    assert [i.name for i in front.get_inputs()] == [i.name for i in whole.get_inputs()]
+    switch = ort.InferenceSession(split.graph, providers=["CPUExecutionProvider"])
+    assert [i.name for i in switch.get_inputs()] == \
+        [i.name for i in whole.get_inputs()] + [LATENT_INPUT, DECODE_INPUT]
     feeds = {"input": np.asarray([[1, 5, 9, 14, 2]], np.int64),
              "input_lengths": np.asarray([5], np.int64),
              "scales": np.asarray([0.0, 1.0, 0.0], np.float32)}
-    latent = front.run(None, feeds)[0]
+    idle = np.zeros((1, quant_voice.CHANNELS, 1), np.float32)
+    latent = switch.run(None, {**feeds, LATENT_INPUT: idle, DECODE_INPUT: np.asarray(False)})[0]
     assert latent.shape == (1, quant_voice.CHANNELS, 5)
-    decoder_feeds = {i.name: feeds.get(i.name, latent) for i in decoder.get_inputs()}
-    np.testing.assert_allclose(decoder.run(None, decoder_feeds)[0], whole.run(None, feeds)[0],
-                               atol=1e-6)
+    audio = switch.run(None, {**feeds, LATENT_INPUT: latent, DECODE_INPUT: np.asarray(True)})[0]
+    np.testing.assert_allclose(audio, whole.run(None, feeds)[0], atol=1e-6)
 
 
 def test_a_graph_without_a_piper_decoder_is_not_split(tiny_voice_dir: Path) -> None:
@@ -169,7 +169,7 @@ def test_a_graph_without_a_piper_decoder_is_not_split(tiny_voice_dir: Path) -> N
     with pytest.raises(SplitError, match="conv_pre"):
         split_model(tiny_voice_dir / f"{make_tiny_voice.VOICE}.onnx")
     voice = Voice.load(tiny_voice_dir, stream_first_frames=8)  # loads whole, does not stream
-    assert voice.window_plan is None and voice.sessions.decoder is None
+    assert voice.window_plan is None and not voice.engine.split
     assert len(list(voice.synthesize("A first sentence that is long enough."))) == 1
 
 
@@ -198,7 +198,7 @@ def test_streamed_voice_speaks_the_same_audio_in_more_chunks(conv_bundle: Path, 
     text = "Tickets are sold at the green machines near the main entrance. Thank you."
     frames, streamed, whole, voice = _streamed_and_whole(conv_bundle, variant,
                                                          tmp_path / "ort", text)
-    assert voice.window_plan is not None and voice.sessions.hop == 32
+    assert voice.window_plan is not None and voice.engine.hop == 32
     assert voice.window_plan.pad >= 2  # conv_pre alone reaches 2 frames each way
     assert len(frames) > 2 and frames[0] == 8 * 32  # the first sentence came in windows
     assert streamed.size == whole.size
@@ -206,26 +206,26 @@ def test_streamed_voice_speaks_the_same_audio_in_more_chunks(conv_bundle: Path, 
     # Before any gain: the windows decode to the same samples as the whole sentence.
     ids = voice.frontend.ids(voice.sentences(text)[0])
     feeds = voice._feeds(ids, QUIET)
-    latent = voice.session.run(None, feeds)[0]
+    latent = voice.engine.latent(feeds)
     plan = voice.window_plan
-    joined = np.concatenate([plan.decode(lambda z: voice.sessions.decode(z, feeds), latent, a, b,
-                                         voice.sessions.hop)
+    joined = np.concatenate([plan.decode(lambda z: voice.engine.decode(z, feeds), latent, a, b,
+                                         voice.engine.hop)
                              for a, b in plan.windows(latent.shape[-1])])
     np.testing.assert_allclose(joined, voice.ids_to_audio(ids, QUIET), atol=1e-5)
 
 
-def test_later_loads_take_both_halves_from_the_cache(conv_bundle: Path, tmp_path: Path,
+def test_later_loads_take_the_switchable_graph_from_the_cache(conv_bundle: Path, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     runtime = RuntimeOptions(optimized_cache_dir=tmp_path / "ort")
     first = Voice.load(conv_bundle, runtime=runtime, stream_first_frames=8)
-    assert len(list((tmp_path / "ort").glob("*.onnx"))) == 2  # front and decoder
+    assert len(list((tmp_path / "ort").glob("*.onnx"))) == 1  # the switchable graph
 
     def no_split(_: Path) -> None:
         raise AssertionError("split again although both halves are cached")
 
     monkeypatch.setattr("agent.voice_sessions.split_model", no_split)
     again = Voice.load(conv_bundle, runtime=runtime, stream_first_frames=8)
-    assert again.window_plan == first.window_plan and again.sessions.hop == first.sessions.hop
+    assert again.window_plan == first.window_plan and again.engine.hop == first.engine.hop
     text = "Tickets are sold at the green machines near the main entrance."
     assert [c.audio for c in again.synthesize(text, QUIET)] == \
         [c.audio for c in first.synthesize(text, QUIET)]
@@ -241,16 +241,16 @@ def test_real_voice_streams_its_first_sentence_exactly(real_voice_dir: Path,
     streamed = Voice.load(real_voice_dir, variant="int8", runtime=runtime, stream_first_frames=40)
     whole = Voice.load(real_voice_dir, variant="int8", runtime=runtime)
     assert streamed.window_plan is not None
-    assert streamed.window_plan.pad == 12 and streamed.sessions.hop == 256
+    assert streamed.window_plan.pad == 12 and streamed.engine.hop == 256
     text = "Good afternoon and welcome to the central library. Thank you."
     sentence = streamed.sentences(text)[0]
     ids = streamed.frontend.ids(sentence)
     # The raw decoder output, windowed against whole: the same samples.
     feeds = streamed._feeds(ids, QUIET)
-    latent = streamed.session.run(None, feeds)[0]
+    latent = streamed.engine.latent(feeds)
     plan = streamed.window_plan
     joined = np.concatenate([
-        plan.decode(lambda z: streamed.sessions.decode(z, feeds), latent, a, b, 256)
+        plan.decode(lambda z: streamed.engine.decode(z, feeds), latent, a, b, 256)
         for a, b in plan.windows(latent.shape[-1])])
     reference = whole.ids_to_audio(ids, QUIET)
     np.testing.assert_allclose(joined, reference, atol=1e-4 * float(np.max(np.abs(reference))))
@@ -267,40 +267,8 @@ def test_later_long_sentences_come_in_windows_without_a_short_first_one(
     frames = [len(voice.frontend.ids(s)) for s in sentences]  # one latent frame per id here
     assert frames[0] < 8 + 2 * voice.window_plan.pad and frames[1] > 16
     chunks = list(voice.synthesize_sentences(sentences, QUIET))
-    hop = voice.sessions.hop
+    hop = voice.engine.hop
     assert chunks[0].frames == frames[0] * hop  # too short to cut
     later = [c.frames // hop for c in chunks[1:]]
     assert sum(later) == frames[1] and len(later) > 1
     assert max(later) <= 16 + voice.window_plan.pad and later[0] > 8  # no short first window
-
-
-def test_a_voices_two_halves_share_the_process_thread_pools(conv_bundle: Path,
-                                                            tmp_path: Path) -> None:
-    """Run in a fresh process: the pools are sized once per process."""
-    import subprocess
-    import sys
-
-    script = f"""
-import json, sys
-from pathlib import Path
-from agent.onnx_session import RuntimeOptions, build_session_options
-from agent.voice import Voice
-voice = Voice.load(Path({str(conv_bundle)!r}), stream_first_frames=8,
-                   runtime=RuntimeOptions(intra_op_threads=2))
-other = RuntimeOptions(intra_op_threads=3, shared_threads=True)
-print(json.dumps({{
-    "split": voice.sessions.decoder is not None,
-    "two_threads_shared": not build_session_options(
-        RuntimeOptions(intra_op_threads=2, shared_threads=True)).use_per_session_threads,
-    "three_threads_shared": not build_session_options(other).use_per_session_threads,
-    "three_threads_spin": build_session_options(other).get_session_config_entry(
-        "session.intra_op.allow_spinning"),
-}}))
-"""
-    import json
-
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                            cwd=Path(__file__).resolve().parent.parent, timeout=120, check=True)
-    facts = json.loads(result.stdout.strip().splitlines()[-1])
-    assert facts == {"split": True, "two_threads_shared": True, "three_threads_shared": False,
-                     "three_threads_spin": "0"}
