@@ -66,12 +66,19 @@ def split_model(model_path: Path) -> SplitModel:
     for node in decoder_nodes:
         node.input[:] = [LATENT_INPUT if name == latent else name for name in node.input]
     out = graph.output[0].name
+    # Where the weights live, by measurement on en_US-joe-medium: onnxruntime keeps a branch's
+    # own initializers twice (all in the branches: +53 MiB), and only optimises the int8
+    # decoder fully when its weights are its own (all in the outer graph: 14 % slower). So the
+    # decoder's weights go into its branch (2 MiB) and everything else stays outside.
+    front_names = {w.name for w in front_weights}
+    own = [w for w in decoder_weights if w.name not in front_names]
+    own_names = {w.name for w in own}
+    outer = {w.name: w for w in (*front_weights, *decoder_weights) if w.name not in own_names}
     decoder = helper.make_graph(decoder_nodes, "decoder", [],
                                 [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)],
-                                initializer=decoder_weights)
+                                initializer=own)
     front = helper.make_graph(front_nodes, "front", [],
-                              [helper.make_tensor_value_info(latent, TensorProto.FLOAT, None)],
-                              initializer=front_weights)
+                              [helper.make_tensor_value_info(latent, TensorProto.FLOAT, None)])
     switch = helper.make_node("If", [DECODE_INPUT], ["agent_output"], name="/agent/switch",
                               then_branch=decoder, else_branch=front)
     whole = helper.make_graph(
@@ -79,7 +86,8 @@ def split_model(model_path: Path) -> SplitModel:
         [*graph.input,
          helper.make_tensor_value_info(LATENT_INPUT, TensorProto.FLOAT, [1, channels, "frames"]),
          helper.make_tensor_value_info(DECODE_INPUT, TensorProto.BOOL, [])],
-        [helper.make_tensor_value_info("agent_output", TensorProto.FLOAT, None)])
+        [helper.make_tensor_value_info("agent_output", TensorProto.FLOAT, None)],
+        initializer=list(outer.values()))
     result = helper.make_model(whole, opset_imports=list(model.opset_import),
                                producer_name=model.producer_name)
     result.ir_version = model.ir_version

@@ -24,6 +24,8 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from agent import streaming
+
 __all__ = [
     "DEFAULT_CONFIG_PATH",
     "AudioSettings",
@@ -92,19 +94,19 @@ class SynthesisSettings(_Section):
         "many phonemes, so speech starts before the whole sentence is synthesized; 0 = off.",
     )
     stream_first_frames: int = Field(
-        default=40, ge=0, le=10_000,
+        default=streaming.FIRST_FRAMES, ge=0, le=10_000,
         description="Stream a request's first sentence: its first this many decoder frames "
         "(about 11.6 ms each at 22.05 kHz) play while the rest is decoded; the audio is the "
         "same as decoding it whole. 0 = off (each sentence is decoded whole).",
     )
     stream_growth: int = Field(
-        default=8, ge=1, le=1000,
+        default=streaming.GROWTH, ge=1, le=1000,
         description="A later window of a streamed sentence is at most this many times the frames "
         "already decoded; keep it below the board's synthesis speed (x real time) so the next "
         "window is ready before the audio before it has played.",
     )
     stream_max_window_frames: int = Field(
-        default=400, ge=16, le=100_000,
+        default=streaming.MAX_WINDOW_FRAMES, ge=16, le=100_000,
         description="Longest window of a streamed sentence (bounds the decoder's memory).",
     )
     intra_op_threads: int | None = Field(

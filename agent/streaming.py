@@ -20,12 +20,20 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # numpy is imported where it is used: settings read this module's defaults
+    import numpy as np
 
-__all__ = ["MIN_REFERENCE_PEAK", "PAD_CANDIDATES", "StreamGain", "WindowPlan", "exact_pad",
-           "peak_normalize"]
+__all__ = ["FIRST_FRAMES", "GROWTH", "MAX_WINDOW_FRAMES", "MIN_REFERENCE_PEAK", "PAD_CANDIDATES",
+           "StreamGain", "WindowPlan", "exact_pad", "peak_normalize"]
 
+FIRST_FRAMES = 40
+"""Default first window: 40 frames are 0.46 s of audio at 22.05 kHz (hop 256)."""
+GROWTH = 8
+"""Default growth of later windows (boards that synthesize slower than 8x real time lower it)."""
+MAX_WINDOW_FRAMES = 400
+"""Default longest window (4.6 s at 22.05 kHz): bounds the decoder's working memory."""
 PAD_CANDIDATES = (4, 8, 12, 16, 24, 32, 48)
 """Latent frames of context tried on each side of a window, smallest first."""
 MIN_REFERENCE_PEAK = 0.25
@@ -34,7 +42,7 @@ per sentence), so a soft first syllable is not blown up to full scale."""
 RAMP_S = 0.005
 """Length of the gain ramp when a louder window lowers the gain."""
 
-Decode = Callable[[np.ndarray], np.ndarray]
+Decode = Callable[["np.ndarray"], "np.ndarray"]
 """Latent ``[1, C, frames]`` -> mono float audio ``frames * hop`` samples long."""
 
 
@@ -85,6 +93,8 @@ def exact_pad(decode: Decode, channels: int, hop: int,
               candidates: Sequence[int] = PAD_CANDIDATES, *, seed: int = 0) -> int | None:
     """The smallest ``pad`` in ``candidates`` for which windowed decoding of a random latent
     equals decoding it whole (to 1e-5 of its peak), or None when none does."""
+    import numpy as np
+
     rng = np.random.default_rng(seed)
     for pad in candidates:
         frames = 4 * pad + 8
@@ -104,6 +114,8 @@ def exact_pad(decode: Decode, channels: int, hop: int,
 
 def peak_normalize(audio: np.ndarray) -> np.ndarray:
     """A whole sentence scaled to its peak, as Piper does (silence stays silence)."""
+    import numpy as np
+
     peak = float(np.max(np.abs(audio))) if audio.size else 0.0
     return audio / peak if peak > 1e-8 else np.zeros_like(audio)
 
@@ -117,6 +129,8 @@ class StreamGain:
 
     def apply(self, audio: np.ndarray) -> np.ndarray:
         """``audio`` (the sentence's next window) scaled to the peak so far, in [-1, 1]."""
+        import numpy as np
+
         peak = float(np.max(np.abs(audio))) if audio.size else 0.0
         before = self._peak
         if peak <= before:

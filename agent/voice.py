@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from agent import streaming
 from agent.audio_format import AudioChunk
 from agent.bundle import Bundle, BundleError, verify_bundle
 from agent.frontend import Frontend, Sentence
@@ -100,9 +101,9 @@ class Voice:
         phoneme_cache_size: int = 1024,
         sentence_silence_s: float = 0.0,
         max_clause_phonemes: int = 0,
-        stream_first_frames: int = 0,
-        stream_growth: int = 8,
-        stream_max_window_frames: int = 400,
+        stream_first_frames: int = streaming.FIRST_FRAMES,
+        stream_growth: int = streaming.GROWTH,
+        stream_max_window_frames: int = streaming.MAX_WINDOW_FRAMES,
     ) -> None:
         started = time.monotonic()
         self.bundle = bundle

@@ -72,18 +72,13 @@ def our_voice(bundle_dir: Path, variant: str, threads: int, *, stream: bool = Tr
     """Our voice as the agent loads it, with the default synthesis settings (streaming on; its
     optimised-model cache in the bench's cache dir)."""
     from agent.onnx_session import RuntimeOptions
-    from agent.settings import SynthesisSettings
     from agent.voice import Voice
 
     cache = os.environ.get(CACHE_ENV)
     runtime = RuntimeOptions(intra_op_threads=threads,
                              optimized_cache_dir=Path(cache) / "ort" if cache else None)
-    synthesis = SynthesisSettings()
     return Voice.load(bundle_dir, variant=variant, phoneme_cache_size=0, runtime=runtime,
-                      max_clause_phonemes=synthesis.max_clause_phonemes,
-                      stream_first_frames=synthesis.stream_first_frames if stream else 0,
-                      stream_growth=synthesis.stream_growth,
-                      stream_max_window_frames=synthesis.stream_max_window_frames)
+                      **({} if stream else {"stream_first_frames": 0}))
 
 
 def ours(bundle_dir: Path, variant: str, threads: int, *, noise: bool = True,

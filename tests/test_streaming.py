@@ -178,7 +178,7 @@ def _streamed_and_whole(bundle: Path, variant: str, cache: Path,
     runtime = RuntimeOptions(optimized_cache_dir=cache)
     streamed = Voice.load(bundle, variant=variant, runtime=runtime, stream_first_frames=8,
                           stream_growth=2, stream_max_window_frames=16)
-    whole = Voice.load(bundle, variant=variant, runtime=runtime)
+    whole = Voice.load(bundle, variant=variant, runtime=runtime, stream_first_frames=0)
     chunks = list(streamed.synthesize(text, QUIET))
     a = np.concatenate([c.samples().reshape(-1) for c in chunks]).astype(np.int32)
     b = np.concatenate([c.samples().reshape(-1) for c in whole.synthesize(text, QUIET)])
@@ -239,7 +239,7 @@ def test_real_voice_streams_its_first_sentence_exactly(real_voice_dir: Path,
                                                        tmp_path: Path) -> None:
     runtime = RuntimeOptions(optimized_cache_dir=tmp_path / "ort")
     streamed = Voice.load(real_voice_dir, variant="int8", runtime=runtime, stream_first_frames=40)
-    whole = Voice.load(real_voice_dir, variant="int8", runtime=runtime)
+    whole = Voice.load(real_voice_dir, variant="int8", runtime=runtime, stream_first_frames=0)
     assert streamed.window_plan is not None
     assert streamed.window_plan.pad == 12 and streamed.engine.hop == 256
     text = "Good afternoon and welcome to the central library. Thank you."

@@ -103,12 +103,16 @@ def test_real_voice_speaks_a_sentence(real_voice_dir: Path) -> None:
     assert voice.sample_rate == 22050
     params = SynthesisParams(noise_scale=0.0, noise_w=0.0)
     chunks = list(voice.synthesize("Welcome to the station.", params))
-    assert len(chunks) == 1
-    assert 1.0 <= chunks[0].seconds <= 2.0
-    samples = chunks[0].samples().astype(np.float32) / 32768
+    assert len(chunks) == 2  # streamed: its first 40 frames, then the rest
+    assert chunks[0].frames == 40 * 256 and chunks[0].text == "Welcome to the station."
+    assert 1.0 <= sum(c.seconds for c in chunks) <= 2.0
+    samples = np.concatenate([c.samples() for c in chunks]).astype(np.float32) / 32768
     assert np.sqrt(np.mean(samples**2)) > 0.02  # speech energy, not silence
-    again = next(voice.synthesize("Welcome to the station.", params))
-    assert again.audio == chunks[0].audio  # noise off: deterministic
+    again = list(voice.synthesize("Welcome to the station.", params))
+    assert [c.audio for c in again] == [c.audio for c in chunks]  # noise off: deterministic
+    whole = Voice.load(real_voice_dir, stream_first_frames=0)
+    (one,) = whole.synthesize("Welcome to the station.", params)
+    assert one.frames == len(samples)
 
 
 @pytest.mark.voice
@@ -127,11 +131,11 @@ def test_real_voice_is_intelligible(real_voice_dir: Path) -> None:
 @pytest.mark.voice
 def test_real_voice_length_scale_slows_speech(real_voice_dir: Path) -> None:
     voice = Voice.load(real_voice_dir)
-    normal = next(voice.synthesize("Please stand clear of the doors.",
-                                   SynthesisParams(noise_w=0.0)))
-    slow = next(voice.synthesize("Please stand clear of the doors.",
-                                 SynthesisParams(noise_w=0.0, length_scale=1.5)))
-    assert 1.3 < slow.seconds / normal.seconds < 1.7
+    normal = sum(c.seconds for c in voice.synthesize("Please stand clear of the doors.",
+                                                      SynthesisParams(noise_w=0.0)))
+    slow = sum(c.seconds for c in voice.synthesize("Please stand clear of the doors.",
+                                                    SynthesisParams(noise_w=0.0, length_scale=1.5)))
+    assert 1.3 < slow / normal < 1.7
 
 
 @pytest.mark.voice
