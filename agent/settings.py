@@ -99,11 +99,11 @@ class SynthesisSettings(_Section):
         "(about 11.6 ms each at 22.05 kHz) play while the rest is decoded; the audio is the "
         "same as decoding it whole. 0 = off (each sentence is decoded whole).",
     )
-    stream_growth: int = Field(
-        default=streaming.GROWTH, ge=1, le=1000,
+    stream_growth: int | None = Field(
+        default=None, ge=1, le=1000,
         description="A later window of a streamed sentence is at most this many times the frames "
-        "already decoded; keep it below the board's synthesis speed (x real time) so the next "
-        "window is ready before the audio before it has played.",
+        "already decoded, so it is decoded before the audio before it has played. Unset: half "
+        f"the speed the voice showed at its warm-up (x real time), at most {streaming.GROWTH}.",
     )
     stream_max_window_frames: int = Field(
         default=streaming.MAX_WINDOW_FRAMES, ge=16, le=100_000,

@@ -26,12 +26,12 @@ if TYPE_CHECKING:  # numpy is imported where it is used: settings read this modu
     import numpy as np
 
 __all__ = ["FIRST_FRAMES", "GROWTH", "MAX_WINDOW_FRAMES", "MIN_REFERENCE_PEAK", "PAD_CANDIDATES",
-           "StreamGain", "WindowPlan", "exact_pad", "peak_normalize"]
+           "StreamGain", "WindowPlan", "auto_growth", "exact_pad", "peak_normalize"]
 
 FIRST_FRAMES = 40
 """Default first window: 40 frames are 0.46 s of audio at 22.05 kHz (hop 256)."""
 GROWTH = 8
-"""Default growth of later windows (boards that synthesize slower than 8x real time lower it)."""
+"""Largest automatic growth of later windows (see :func:`auto_growth`)."""
 MAX_WINDOW_FRAMES = 400
 """Default longest window (4.6 s at 22.05 kHz): bounds the decoder's working memory."""
 PAD_CANDIDATES = (4, 8, 12, 16, 24, 32, 48)
@@ -110,6 +110,19 @@ def exact_pad(decode: Decode, channels: int, hop: int,
         if joined.size == whole.size and float(np.max(np.abs(joined - whole))) <= 1e-5 * scale:
             return pad
     return None
+
+
+def auto_growth(compute_s: float, audio_s: float) -> int:
+    """Window growth for a voice that synthesized ``audio_s`` of audio in ``compute_s``.
+
+    A window of ``g`` times the audio decoded so far takes ``g * rtf`` times that audio's
+    duration to decode, and must be ready before that audio has played: ``g = 0.5 / rtf`` keeps
+    a 2x margin (16 on a board 32x faster than real time, capped at :data:`GROWTH`; 1 on a
+    board barely 2x faster).
+    """
+    if audio_s <= 0 or compute_s <= 0:
+        return 1
+    return max(1, min(GROWTH, int(0.5 * audio_s / compute_s)))
 
 
 def peak_normalize(audio: np.ndarray) -> np.ndarray:

@@ -102,7 +102,7 @@ class Voice:
         sentence_silence_s: float = 0.0,
         max_clause_phonemes: int = 0,
         stream_first_frames: int = streaming.FIRST_FRAMES,
-        stream_growth: int = streaming.GROWTH,
+        stream_growth: int | None = None,
         stream_max_window_frames: int = streaming.MAX_WINDOW_FRAMES,
     ) -> None:
         started = time.monotonic()
@@ -131,13 +131,15 @@ class Voice:
         except Exception as exc:  # onnxruntime raises its own exception types
             raise VoiceLoadError(f"{model_path}: onnxruntime cannot load it: {exc}") from exc
         self.session, self.provider = self.engine.session, self.engine.provider
-        self.window_plan = (
-            WindowPlan(stream_first_frames, stream_growth, stream_max_window_frames,
-                       self.engine.pad)
-            if self.engine.pad is not None and stream_first_frames > 0 else None)
-        """How sentences are cut into windows; None = every sentence is decoded whole."""
         self._check_signature()
         self.warmup_s = self._warm_up()
+        self.window_plan = (
+            WindowPlan(stream_first_frames,
+                       stream_growth or streaming.auto_growth(self.warmup_s,
+                                                              self.warmup_audio_s),
+                       stream_max_window_frames, self.engine.pad)
+            if self.engine.pad is not None and stream_first_frames > 0 else None)
+        """How sentences are cut into windows; None = every sentence is decoded whole."""
         self.load_s = time.monotonic() - started
         self.loaded_at = time.time()
         log.info("voice_loaded", voice=self.name, version=self.version, variant=variant,
@@ -190,10 +192,11 @@ class Voice:
     @property
     def chunking(self) -> tuple[int, ...]:
         """Everything besides text, model and parameters that shapes the audio's chunks and
-        levels (clause splitting, stream windows), for cache keys."""
+        levels (clause splitting, stream windows), for cache keys. Not the window growth: it
+        follows the board's measured speed, and only moves where later windows start."""
         plan = self.window_plan
         return (self.max_clause_phonemes,
-                *((plan.first_frames, plan.growth, plan.max_window_frames) if plan else ()))
+                *((plan.first_frames, plan.max_window_frames) if plan else ()))
 
     def ids_to_audio(self, ids: Sequence[int], params: SynthesisParams) -> np.ndarray:
         """Run the model on one sentence's phoneme ids; float32 mono samples, unnormalised."""

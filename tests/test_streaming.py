@@ -17,7 +17,7 @@ import quant_voice
 
 from agent.model_split import DECODE_INPUT, LATENT_INPUT, SplitError, split_model
 from agent.onnx_session import RuntimeOptions
-from agent.streaming import MIN_REFERENCE_PEAK, StreamGain, WindowPlan, exact_pad
+from agent.streaming import MIN_REFERENCE_PEAK, StreamGain, WindowPlan, auto_growth, exact_pad
 from agent.voice import SynthesisParams, Voice
 
 QUIET = SynthesisParams(noise_scale=0.0, noise_w=0.0)
@@ -60,6 +60,25 @@ def test_short_sentences_and_plans_off_decode_whole() -> None:
     assert plan.windows(63) == [(0, 63)]  # a cut needs pad frames on both sides of it
     assert plan.windows(64) == [(0, 40), (40, 64)]
     assert WindowPlan(0, 8, 400, 12).windows(300) == [(0, 300)]
+
+
+def test_automatic_growth_follows_the_boards_speed() -> None:
+    assert auto_growth(compute_s=0.05, audio_s=1.0) == 8  # 20x real time: capped
+    assert auto_growth(compute_s=0.125, audio_s=1.0) == 4  # 8x real time: 2x margin
+    assert auto_growth(compute_s=0.4, audio_s=1.0) == 1  # barely 2.5x real time
+    assert auto_growth(compute_s=2.0, audio_s=1.0) == 1  # slower than real time
+    assert auto_growth(compute_s=0.0, audio_s=0.0) == 1
+
+
+def test_real_voice_growth_is_measured_at_load(real_voice_dir: Path, tmp_path: Path) -> None:
+    voice = Voice.load(real_voice_dir, variant="int8",
+                       runtime=RuntimeOptions(optimized_cache_dir=tmp_path / "ort"))
+    assert voice.window_plan is not None
+    assert voice.window_plan.growth == auto_growth(voice.warmup_s, voice.warmup_audio_s)
+    fixed = Voice.load(real_voice_dir, variant="int8", stream_growth=3,
+                       runtime=RuntimeOptions(optimized_cache_dir=tmp_path / "ort"))
+    assert fixed.window_plan is not None and fixed.window_plan.growth == 3
+    assert fixed.chunking == voice.chunking  # growth only moves later cuts: same cache key
 
 
 def test_growth_keeps_later_windows_short_enough_to_be_ready_in_time() -> None:
@@ -238,7 +257,8 @@ def test_later_loads_take_the_switchable_graph_from_the_cache(conv_bundle: Path,
 def test_real_voice_streams_its_first_sentence_exactly(real_voice_dir: Path,
                                                        tmp_path: Path) -> None:
     runtime = RuntimeOptions(optimized_cache_dir=tmp_path / "ort")
-    streamed = Voice.load(real_voice_dir, variant="int8", runtime=runtime, stream_first_frames=40)
+    streamed = Voice.load(real_voice_dir, variant="int8", runtime=runtime, stream_first_frames=40,
+                          stream_growth=8)
     whole = Voice.load(real_voice_dir, variant="int8", runtime=runtime, stream_first_frames=0)
     assert streamed.window_plan is not None
     assert streamed.window_plan.pad == 12 and streamed.engine.hop == 256

@@ -99,7 +99,7 @@ def test_library_picks_voices_by_name(tiny_voice_dir: Path) -> None:
 
 @pytest.mark.voice
 def test_real_voice_speaks_a_sentence(real_voice_dir: Path) -> None:
-    voice = Voice.load(real_voice_dir)
+    voice = Voice.load(real_voice_dir, stream_growth=8)
     assert voice.sample_rate == 22050
     params = SynthesisParams(noise_scale=0.0, noise_w=0.0)
     chunks = list(voice.synthesize("Welcome to the station.", params))
