@@ -20,13 +20,13 @@ sentence with two sessions against 46 ms with one).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DECODER_ANCHOR", "DECODE_INPUT", "LATENT_INPUT", "SplitError", "SplitModel",
-           "split_model"]
+__all__ = ["DECODER_ANCHOR", "DECODE_INPUT", "LATENT_INPUT", "DecoderGraph", "Measure",
+           "SplitError", "split_model"]
 
 DECODER_ANCHOR = "/dec/conv_pre/Conv"
 """The name Piper's export gives the decoder's first convolution."""
@@ -41,16 +41,22 @@ class SplitError(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class SplitModel:
-    """A voice graph with a front branch and a decoder branch, serialized ONNX."""
+class DecoderGraph:
+    """The decoder half alone, for measuring it: serialized ONNX whose inputs are
+    :data:`LATENT_INPUT` and whichever of the voice's inputs the decoder reads."""
 
     graph: bytes
     channels: int
     """Channels of the latent (``[1, channels, frames]``)."""
 
 
-def split_model(model_path: Path) -> SplitModel:
-    """The switchable form of the model at ``model_path``. Raises :class:`SplitError`."""
+Measure = Callable[[DecoderGraph], Mapping[str, str]]
+"""Measures the decoder half; what it returns goes into the switchable graph's metadata."""
+
+
+def split_model(model_path: Path, measure: Measure | None = None) -> bytes:
+    """The switchable form of the model at ``model_path``, serialized, with the metadata
+    ``measure`` returns for its decoder. Raises :class:`SplitError`."""
     import onnx
     from onnx import TensorProto, helper
 
@@ -92,7 +98,26 @@ def split_model(model_path: Path) -> SplitModel:
                                producer_name=model.producer_name)
     result.ir_version = model.ir_version
     result.metadata_props.extend(model.metadata_props)
-    return SplitModel(bytes(result.SerializeToString()), channels)
+    if measure is not None:
+        alone = helper.make_graph(
+            decoder_nodes, "decoder",
+            [helper.make_tensor_value_info(LATENT_INPUT, TensorProto.FLOAT,
+                                           [1, channels, "frames"]),
+             *(i for i in graph.input if i.name in _reads(decoder_nodes))],
+            [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)],
+            initializer=[*own, *(w for w in outer.values() if w.name in _reads(decoder_nodes))])
+        probe = helper.make_model(alone, opset_imports=list(model.opset_import))
+        probe.ir_version = model.ir_version
+        for key, value in measure(DecoderGraph(probe.SerializeToString(), channels)).items():
+            entry = result.metadata_props.add()
+            entry.key, entry.value = key, value
+    return bytes(result.SerializeToString())
+
+
+def _reads(nodes: Sequence[Any]) -> set[str]:
+    """Every tensor the nodes read (their subgraphs included)."""
+    names = {name for node in nodes for name in node.input if name}
+    return names | {name for node in nodes for name in _subgraph_inputs(node)}
 
 
 def _latent(graph: Any) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from agent.logs import get_logger
-from agent.model_split import DECODE_INPUT, LATENT_INPUT, SplitError, SplitModel, split_model
+from agent.model_split import DECODE_INPUT, LATENT_INPUT, DecoderGraph, SplitError, split_model
 from agent.onnx_session import RuntimeOptions, build_session_options, create_session
 from agent.streaming import exact_pad
 
@@ -96,7 +96,7 @@ def open_session(model_path: Path, runtime: RuntimeOptions, model_sha256: str | 
 def _split_session(model_path: Path, runtime: RuntimeOptions,
                    model_sha256: str | None) -> VoiceSession:
     session, provider = create_session(model_path, runtime, model_sha256, part="switch",
-                                       graph=lambda: _measured(split_model(model_path)))
+                                       graph=lambda: split_model(model_path, _measure))
     names = {i.name: i for i in session.get_inputs()}
     if LATENT_INPUT not in names or DECODE_INPUT not in names:
         raise SplitError(f"cached graph lacks {LATENT_INPUT}/{DECODE_INPUT}")
@@ -110,24 +110,24 @@ def _split_session(model_path: Path, runtime: RuntimeOptions,
     return voice
 
 
-def _measured(split: SplitModel) -> bytes:
-    """The switchable graph with its measured window padding and hop in its metadata."""
-    import onnx
+def _measure(decoder: DecoderGraph) -> dict[str, str]:
+    """The decoder's exact window padding and its hop, measured on the decoder alone."""
     import onnxruntime as ort
 
-    options = build_session_options(RuntimeOptions(graph_optimization="basic"))
-    probe = VoiceSession(ort.InferenceSession(split.graph, sess_options=options,
-                                              providers=["CPUExecutionProvider"]),
-                         "", split=True, channels=split.channels)
-    unknown = [n for n in probe.voice_inputs if n not in _PROBE_FEEDS]
+    options = build_session_options(RuntimeOptions())
+    session = ort.InferenceSession(decoder.graph, sess_options=options,
+                                   providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs() if i.name != LATENT_INPUT]
+    unknown = [n for n in names if n not in _PROBE_FEEDS]
     if unknown:
-        raise SplitError(f"unknown voice inputs {unknown}")
-    feeds = {n: _PROBE_FEEDS[n] for n in probe.voice_inputs}
-    hop = probe.decode(np.zeros((1, split.channels, 4), np.float32), feeds).size // 4
-    pad = exact_pad(lambda z: probe.decode(z, feeds), split.channels, hop) if hop > 0 else None
-    model = onnx.load_from_string(split.graph)
-    for key, value in ((PAD_KEY, "none" if pad is None else str(pad)), (HOP_KEY, str(hop))):
-        entry = model.metadata_props.add()
-        entry.key, entry.value = key, value
+        raise SplitError(f"the decoder reads unknown voice inputs {unknown}")
+    feeds = {n: _PROBE_FEEDS[n] for n in names}
+
+    def decode(latent: np.ndarray) -> np.ndarray:
+        audio = session.run(None, {**feeds, LATENT_INPUT: latent})[0]
+        return np.asarray(audio, dtype=np.float32).reshape(-1)
+
+    hop = decode(np.zeros((1, decoder.channels, 4), np.float32)).size // 4
+    pad = exact_pad(decode, decoder.channels, hop) if hop > 0 else None
     log.info("decoder_window_measured", pad=pad, hop=hop)
-    return bytes(model.SerializeToString())
+    return {PAD_KEY: "none" if pad is None else str(pad), HOP_KEY: str(hop)}

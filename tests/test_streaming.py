@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import quant_voice
 
-from agent.model_split import DECODE_INPUT, LATENT_INPUT, SplitError, split_model
+from agent.model_split import DECODE_INPUT, LATENT_INPUT, DecoderGraph, SplitError, split_model
 from agent.onnx_session import RuntimeOptions
 from agent.streaming import MIN_REFERENCE_PEAK, StreamGain, WindowPlan, auto_growth, exact_pad
 from agent.voice import SynthesisParams, Voice
@@ -166,10 +166,20 @@ def test_switchable_graph_computes_the_whole_model_in_two_steps(conv_bundle: Pat
     import onnxruntime as ort
 
     model = conv_bundle / f"{quant_voice.VOICE}.onnx"
-    split = split_model(model)
-    assert split.channels == quant_voice.CHANNELS
+    measured: list[int] = []
+
+    def measure(decoder: DecoderGraph) -> dict[str, str]:
+        measured.append(decoder.channels)
+        alone = ort.InferenceSession(decoder.graph, providers=["CPUExecutionProvider"])
+        return {"inputs": ",".join(i.name for i in alone.get_inputs())}
+
+    graph = split_model(model, measure)
+    assert measured == [quant_voice.CHANNELS]
     whole = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
-    switch = ort.InferenceSession(split.graph, providers=["CPUExecutionProvider"])
+    switch = ort.InferenceSession(graph, providers=["CPUExecutionProvider"])
+    # the decoder alone reads the latent and the voice inputs its trailing nodes use
+    assert switch.get_modelmeta().custom_metadata_map["inputs"] == \
+        f"{LATENT_INPUT},input_lengths,scales"
     assert [i.name for i in switch.get_inputs()] == \
         [i.name for i in whole.get_inputs()] + [LATENT_INPUT, DECODE_INPUT]
     feeds = {"input": np.asarray([[1, 5, 9, 14, 2]], np.int64),
