@@ -9,7 +9,10 @@ loads the bundle's original fp32 ``.onnx``) over the same sentences on this mach
   text to audio (phonemization included), sentences interleaved between engines so machine load
   hits all of them alike. Piper gets an ``InferenceSession`` with the same thread count (its
   ``PiperVoice`` takes any session; ``PiperVoice.load`` would use onnxruntime's default).
-  Our phonemization cache is off here so both engines phonemize every time;
+  Our phonemization cache is off here so both engines phonemize every time. Each timed call
+  starts after a 50 ms pause, so no engine's idle worker threads still spin into the next one's;
+* ours runs with streaming on (the agent's default); the line under the table gives our int8
+  voice with streaming off (every sentence decoded whole) for speed and first audio;
 * time to first audio for a 3-sentence paragraph: until ``Voice.synthesize`` yields its first
   chunk, against until Piper's ``synthesize`` yields its first chunk. Both phonemize the whole
   paragraph, then synthesize sentence by sentence, so this compares like with like;
@@ -127,6 +130,11 @@ def make_engine(name: str, bundle_dir: Path, threads: int, variant: str, *,
 
 # --- measurements --------------------------------------------------------------------------
 
+SETTLE_S = 0.05
+"""Pause before each timed call: every engine's onnxruntime session keeps its worker threads
+spinning for a moment after a run, and on a small board they would steal the CPU from the next
+engine's run (in the agent only one session runs at a time)."""
+
 
 def rtf(engines: dict[str, Synth], sentences: list[str], reps: int, rate: int) -> dict[str, float]:
     """Median real-time factor (compute seconds per audio second) of each engine."""
@@ -137,6 +145,7 @@ def rtf(engines: dict[str, Synth], sentences: list[str], reps: int, rate: int) -
     for rep in range(reps):
         for k, text in enumerate(sentences):
             for name in order[(k + rep) % len(order):] + order[:(k + rep) % len(order)]:
+                time.sleep(SETTLE_S)
                 started = time.perf_counter()
                 audio = np.concatenate(list(engines[name](text)))
                 samples[name].append((time.perf_counter() - started) / (audio.size / rate))
@@ -148,6 +157,7 @@ def first_audio(engines: dict[str, Synth], reps: int) -> dict[str, float]:
     samples: dict[str, list[float]] = {name: [] for name in engines}
     for _ in range(reps):
         for name, synth in engines.items():
+            time.sleep(SETTLE_S)
             started = time.perf_counter()
             next(synth(PARAGRAPH))
             samples[name].append(time.perf_counter() - started)
