@@ -283,7 +283,7 @@ def table_row(label: str, result: dict[str, Any]) -> str:
 def table(results: Sequence[dict[str, Any]]) -> str:
     lines = ["| recipe (min/max unless noted) | speed | durations | spectral SNR min "
              "| mel median / max | WER |", "|---|---|---|---|---|---|"]
-    lines += [table_row(r["label"], r) for r in results]
+    lines += [table_row(cell(r["label"]), r) for r in results]
     return "\n".join(lines)
 
 
