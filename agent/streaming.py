@@ -18,15 +18,25 @@ louder, the gain steps down to fit it, with a short ramp, instead of clipping.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # numpy is imported where it is used: settings read this module's defaults
     import numpy as np
 
-__all__ = ["FIRST_FRAMES", "GROWTH", "MAX_WINDOW_FRAMES", "MIN_REFERENCE_PEAK", "PAD_CANDIDATES",
-           "StreamGain", "WindowPlan", "auto_growth", "exact_pad", "peak_normalize"]
+__all__ = [
+    "FIRST_FRAMES",
+    "GROWTH",
+    "MAX_PAD",
+    "MAX_WINDOW_FRAMES",
+    "MIN_REFERENCE_PEAK",
+    "StreamGain",
+    "WindowPlan",
+    "auto_growth",
+    "exact_pad",
+    "peak_normalize",
+]
 
 FIRST_FRAMES = 40
 """Default first window: 40 frames are 0.46 s of audio at 22.05 kHz (hop 256)."""
@@ -34,8 +44,8 @@ GROWTH = 8
 """Largest automatic growth of later windows (see :func:`auto_growth`)."""
 MAX_WINDOW_FRAMES = 400
 """Default longest window (4.6 s at 22.05 kHz): bounds the decoder's working memory."""
-PAD_CANDIDATES = (4, 8, 12, 16, 24, 32, 48)
-"""Latent frames of context tried on each side of a window, smallest first."""
+MAX_PAD = 64
+"""Most latent frames of context searched for on each side of a window."""
 MIN_REFERENCE_PEAK = 0.25
 """A window quieter than this does not raise the gain further (Piper voices peak at ~0.3-0.75
 per sentence), so a soft first syllable is not blown up to full scale."""
@@ -89,27 +99,54 @@ class WindowPlan:
         return audio[(start - lo) * hop:(end - lo) * hop]
 
 
-def exact_pad(decode: Decode, channels: int, hop: int,
-              candidates: Sequence[int] = PAD_CANDIDATES, *, seed: int = 0) -> int | None:
-    """The smallest ``pad`` in ``candidates`` for which windowed decoding of a random latent
-    equals decoding it whole (to 1e-5 of its peak), or None when none does."""
+def exact_pad(decode: Decode, channels: int, hop: int, max_pad: int = MAX_PAD, *,
+              seed: int = 0) -> int | None:
+    """The smallest ``pad`` (1..``max_pad``) for which windowed decoding of a random latent
+    equals decoding it whole (to 1e-5 of its peak), or None when none does.
+
+    Exactness only grows with ``pad`` (more context never hurts a local decoder), so the
+    search doubles ``pad`` until it is exact, then halves the interval: about 2 log2(pad)
+    probes.
+    """
+    def exact(pad: int) -> bool | None:
+        return _windowed_equals_whole(decode, channels, hop, pad, seed)
+
+    low, high = 0, 1  # not exact at low (0 = no context), exact at high once found
+    while True:
+        verdict = exact(high)
+        if verdict is None:
+            return None
+        if verdict:
+            break
+        if high >= max_pad:
+            return None
+        low, high = high, min(2 * high, max_pad)
+    while high - low > 1:
+        middle = (low + high) // 2
+        if exact(middle):
+            high = middle
+        else:
+            low = middle
+    return high
+
+
+def _windowed_equals_whole(decode: Decode, channels: int, hop: int, pad: int,
+                           seed: int) -> bool | None:
+    """Whether two windows cut with ``pad`` frames of context give the whole decoding; None
+    when the decoder does not give ``hop`` samples per frame."""
     import numpy as np
 
-    rng = np.random.default_rng(seed)
-    for pad in candidates:
-        frames = 4 * pad + 8
-        latent = rng.standard_normal((1, channels, frames)).astype(np.float32)
-        whole = decode(latent)
-        if whole.size != frames * hop:
-            return None
-        plan = WindowPlan(first_frames=frames // 2, growth=1, max_window_frames=frames,
-                          pad=pad)
-        parts = [plan.decode(decode, latent, a, b, hop) for a, b in plan.windows(frames)]
-        joined = np.concatenate(parts)
-        scale = max(float(np.max(np.abs(whole))), 1e-6)
-        if joined.size == whole.size and float(np.max(np.abs(joined - whole))) <= 1e-5 * scale:
-            return pad
-    return None
+    frames = 4 * pad + 8
+    latent = np.random.default_rng(seed).standard_normal((1, channels, frames))
+    latent = latent.astype(np.float32)
+    whole = decode(latent)
+    if whole.size != frames * hop:
+        return None
+    plan = WindowPlan(first_frames=frames // 2, growth=1, max_window_frames=frames, pad=pad)
+    joined = np.concatenate([plan.decode(decode, latent, a, b, hop)
+                             for a, b in plan.windows(frames)])
+    scale = max(float(np.max(np.abs(whole))), 1e-6)
+    return joined.size == whole.size and float(np.max(np.abs(joined - whole))) <= 1e-5 * scale
 
 
 def auto_growth(compute_s: float, audio_s: float) -> int:

@@ -36,6 +36,8 @@ _PROBE_FEEDS: Mapping[str, np.ndarray] = {
 }
 """Values for the voice's own inputs while its decoder is measured (the decoder branch may read
 some of them)."""
+CACHE_PART = "switch-2"
+"""Names the switchable graph in the optimised-model cache; a new form of it gets a new name."""
 _FRONT = np.asarray(False)
 _DECODE = np.asarray(True)
 
@@ -95,7 +97,7 @@ def open_session(model_path: Path, runtime: RuntimeOptions, model_sha256: str | 
 
 def _split_session(model_path: Path, runtime: RuntimeOptions,
                    model_sha256: str | None) -> VoiceSession:
-    session, provider = create_session(model_path, runtime, model_sha256, part="switch",
+    session, provider = create_session(model_path, runtime, model_sha256, part=CACHE_PART,
                                        graph=lambda: split_model(model_path, _measure))
     names = {i.name: i for i in session.get_inputs()}
     if LATENT_INPUT not in names or DECODE_INPUT not in names:
