@@ -190,6 +190,16 @@ class Voice:
         return time.monotonic() - started
 
     @property
+    def streaming(self) -> dict[str, int] | None:
+        """How this voice streams, for health reports; None when it decodes sentences whole."""
+        plan = self.window_plan
+        if plan is None:
+            return None
+        return {"first_frames": plan.first_frames, "growth": plan.growth,
+                "max_window_frames": plan.max_window_frames, "pad": plan.pad,
+                "hop": self.engine.hop}
+
+    @property
     def chunking(self) -> tuple[int, ...]:
         """Everything besides text, model and parameters that shapes the audio's chunks and
         levels (clause splitting, stream windows), for cache keys. Not the window growth: it

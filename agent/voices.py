@@ -408,7 +408,8 @@ class VoiceLibrary:
         """Loaded voices and the last reload result of each, for health reports."""
         voices = [
             {"voice": v.name, "version": v.version, "variant": v.variant, "sha256": v.sha256,
-             "loaded_at": v.loaded_at, "provider": v.provider, "sample_rate": v.sample_rate}
+             "loaded_at": v.loaded_at, "provider": v.provider, "sample_rate": v.sample_rate,
+             "streaming": v.streaming}
             for v in self.loaded()
         ]
         return {"voices": voices, "default": self.default_voice,

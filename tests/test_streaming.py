@@ -79,6 +79,9 @@ def test_real_voice_growth_is_measured_at_load(real_voice_dir: Path, tmp_path: P
                        runtime=RuntimeOptions(optimized_cache_dir=tmp_path / "ort"))
     assert fixed.window_plan is not None and fixed.window_plan.growth == 3
     assert fixed.chunking == voice.chunking  # growth only moves later cuts: same cache key
+    assert fixed.streaming == {"first_frames": 40, "growth": 3, "max_window_frames": 400,
+                               "pad": 11, "hop": 256}
+    assert Voice.load(real_voice_dir, stream_first_frames=0).streaming is None
 
 
 def test_growth_keeps_later_windows_short_enough_to_be_ready_in_time() -> None:
