@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from agent.logs import get_logger
+from agent.memory import trim_heap
 from agent.model_split import DECODE_INPUT, LATENT_INPUT, DecoderGraph, SplitError, split_model
 from agent.onnx_session import RuntimeOptions, build_session_options, create_session
 from agent.streaming import exact_pad
@@ -97,8 +98,16 @@ def open_session(model_path: Path, runtime: RuntimeOptions, model_sha256: str | 
 
 def _split_session(model_path: Path, runtime: RuntimeOptions,
                    model_sha256: str | None) -> VoiceSession:
+    built: list[bool] = []
+
+    def build() -> bytes:
+        built.append(True)
+        return split_model(model_path, _measure)
+
     session, provider = create_session(model_path, runtime, model_sha256, part=CACHE_PART,
-                                       graph=lambda: split_model(model_path, _measure))
+                                       graph=build)
+    if built:  # the graph copies made while building it are garbage now: give them back
+        trim_heap()
     names = {i.name: i for i in session.get_inputs()}
     if LATENT_INPUT not in names or DECODE_INPUT not in names:
         raise SplitError(f"cached graph lacks {LATENT_INPUT}/{DECODE_INPUT}")
