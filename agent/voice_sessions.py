@@ -86,12 +86,15 @@ class VoiceSession:
 def open_session(model_path: Path, runtime: RuntimeOptions, model_sha256: str | None, *,
                  split: bool) -> VoiceSession:
     """The session for ``model_path``: switchable when ``split`` is asked for and the graph is a
-    Piper VITS graph, else the whole graph."""
+    Piper VITS graph, else the whole graph. Streaming is an optimisation: when the switchable
+    graph cannot be made or loaded, the voice still loads whole (logged), never fails for it."""
     if split:
         try:
             return _split_session(model_path, runtime, model_sha256)
         except SplitError as exc:
             log.info("voice_not_split", model=str(model_path), reason=str(exc))
+        except Exception as exc:  # onnx/onnxruntime raise their own types
+            log.warning("voice_split_failed", model=str(model_path), error=repr(exc))
     session, provider = create_session(model_path, runtime, model_sha256=model_sha256)
     return VoiceSession(session, provider)
 

@@ -207,6 +207,19 @@ def test_a_graph_without_a_piper_decoder_is_not_split(tiny_voice_dir: Path) -> N
     assert len(list(voice.synthesize("A first sentence that is long enough."))) == 1
 
 
+def test_a_voice_whose_switchable_graph_fails_still_loads_whole(
+        conv_bundle: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*_: object) -> bytes:
+        raise RuntimeError("onnx could not rewrite this graph")
+
+    monkeypatch.setattr("agent.voice_sessions.split_model", broken)
+    voice = Voice.load(conv_bundle, stream_first_frames=8,
+                       runtime=RuntimeOptions(optimized_cache_dir=tmp_path / "ort"))
+    assert voice.window_plan is None and not voice.engine.split
+    chunks = list(voice.synthesize("Tickets are sold at the green machines.", QUIET))
+    assert len(chunks) == 1 and chunks[0].frames > 0
+
+
 def _streamed_and_whole(bundle: Path, variant: str, cache: Path,
                         text: str) -> tuple[list[int], np.ndarray, np.ndarray, Voice]:
     runtime = RuntimeOptions(optimized_cache_dir=cache)
