@@ -82,3 +82,32 @@ def test_real_voice_sounds_the_same_from_the_cache(real_voice_dir: Path, tmp_pat
         audio.append(b"".join(c.audio for c in voice.synthesize("Mind the gap.", params)))
     assert list((tmp_path / "ort").glob("*.onnx"))
     assert audio[0] == audio[1]
+
+
+def test_weights_live_in_a_data_file_of_the_entrys_own(tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    import quant_voice
+
+    configure_logging("info", "json")
+    bundle_dir = quant_voice.build_bundle(tmp_path / "models")
+    cache = tmp_path / "ort"
+    plain, _ = load(bundle_dir, None)
+    load(bundle_dir, cache)
+    (graph,), (data,) = list(cache.glob("*.onnx")), list(cache.glob("*.data"))
+    assert data.name.startswith(f"{graph.stem}-") and data.stat().st_size > graph.stat().st_size
+    cached, _ = load(bundle_dir, cache)
+    assert "onnx_optimized_cache_hit" in capsys.readouterr().err
+    feeds = {"input": np.asarray([[1, 5, 9, 2]], np.int64),
+             "input_lengths": np.asarray([4], np.int64),
+             "scales": np.asarray([0.0, 1.0, 0.0], np.float32)}
+    np.testing.assert_array_equal(cached.run(None, feeds)[0], plain.run(None, feeds)[0])
+    # Its weights gone: the entry is rebuilt whole, under a data file of its own.
+    data.unlink()
+    stale = cache / f"{graph.stem}-1-deadbeef.data"  # left by an older write
+    stale.write_bytes(b"old")
+    rebuilt, _ = load(bundle_dir, cache)
+    assert "onnx_optimized_cache_bad" in capsys.readouterr().err
+    np.testing.assert_array_equal(rebuilt.run(None, feeds)[0], plain.run(None, feeds)[0])
+    (new_data,) = list(cache.glob("*.data"))
+    assert new_data.name != data.name and not stale.exists()
+    assert not list(cache.glob(".*"))  # no temporary files left
