@@ -6,7 +6,8 @@ output frame depends only on the latent frames within its receptive field. A win
 trimmed back to ``[start, end)`` is therefore *the same audio* as the whole sentence decoded at
 once, as soon as ``pad`` covers the receptive field. :func:`exact_pad` finds the smallest such
 ``pad`` by measurement (windowed against whole decoding of a probe latent), so no voice ever
-streams with seams; a voice for which none of the candidates is exact does not stream.
+streams with seams; a voice for which no ``pad`` up to :data:`MAX_PAD` is exact does not
+stream.
 
 Loudness: Piper scales every sentence to its own peak, which is unknown until the sentence's
 last sample. :class:`StreamGain` uses the peak seen so far (never below

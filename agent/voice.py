@@ -1,7 +1,9 @@
 """A loaded Piper voice: verified bundle + onnxruntime session + text frontend.
 
-``Voice.synthesize`` turns text into one 16-bit PCM :class:`AudioChunk` per sentence, lazily,
-so a caller can start playing the first sentence while the next is synthesized. The model is
+``Voice.synthesize`` turns text into 16-bit PCM :class:`AudioChunk` s, lazily, so a caller can
+start playing the first sentence while the next is synthesized: one chunk per sentence, except
+that a Piper voice streams a request's first sentence (and any very long one) in decoder windows
+(see :mod:`agent.streaming`), so its first part plays while the rest is decoded. The model is
 warmed up at load (one short inference), so the first real request does not pay for
 onnxruntime's lazy initialisation, and a model that produces silence or NaNs is refused.
 """
@@ -144,7 +146,7 @@ class Voice:
         self.loaded_at = time.time()
         log.info("voice_loaded", voice=self.name, version=self.version, variant=variant,
                  provider=self.provider, load_s=round(self.load_s, 3),
-                 warmup_s=round(self.warmup_s, 3))
+                 warmup_s=round(self.warmup_s, 3), streaming=self.streaming)
 
     @classmethod
     def load(cls, bundle_dir: Path, **kwargs: Any) -> Voice:
@@ -238,7 +240,8 @@ class Voice:
         return self.frontend.sentences(text, self.max_clause_phonemes)
 
     def synthesize(self, text: str, params: SynthesisParams | None = None) -> Iterator[AudioChunk]:
-        """One 16-bit mono chunk per sentence, synthesized as the caller iterates.
+        """16-bit mono chunks (one per sentence or decoder window), synthesized as the caller
+        iterates.
 
         Text errors (empty, too long) are raised before the first chunk.
         """
