@@ -56,12 +56,6 @@ class VoiceSession:
     pad: int | None = None
     """Latent frames of context that make windowed decoding exact; None = do not window."""
 
-    @property
-    def voice_inputs(self) -> list[str]:
-        """The voice's own inputs (Piper's signature)."""
-        return [i.name for i in self.session.get_inputs()
-                if i.name not in (LATENT_INPUT, DECODE_INPUT)]
-
     def audio(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
         """Mono float audio of a whole sentence."""
         if self.split:
