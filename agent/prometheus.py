@@ -13,13 +13,12 @@ fixed metrics below, every top-level number or boolean of a provider section bec
 from __future__ import annotations
 
 import math
-import os
 import re
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from agent.fsutil import atomic_write
 from agent.health import STATES
 
 __all__ = ["PREFIX", "render", "write_textfile"]
@@ -150,14 +149,5 @@ def render(snap: Mapping[str, Any]) -> str:
 def write_textfile(path: Path, text: str) -> None:
     """Replace ``path`` with ``text`` atomically (readable by node_exporter: mode 0644)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    # node_exporter reads only *.prom: the dot-prefixed temporary file is never collected.
+    atomic_write(path, text.encode("utf-8"), mode=0o644, prefix=f".{path.name}.")
