@@ -25,11 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DECODER_ANCHOR", "DECODE_INPUT", "LATENT_INPUT", "DecoderGraph", "Measure",
+__all__ = ["CUT_ANCHORS", "DECODE_INPUT", "LATENT_INPUT", "DecoderGraph", "Measure",
            "SplitError", "split_model"]
 
-DECODER_ANCHOR = "/dec/conv_pre/Conv"
-"""The name Piper's export gives the decoder's first convolution."""
+CUT_ANCHORS = ("/dec/ups.1/", "/dec/conv_pre/Conv")
+"""Where the graph is cut, in order of preference (names as Piper's export gives them): before the
+decoder's second upsampler, so the front also runs the decoder's first stage (a fifth of its
+work, at 1/32 of the sample rate) and windows need only the later stages' short receptive field
+as context; else before the decoder's first convolution."""
 LATENT_INPUT = "agent_latent"
 DECODE_INPUT = "agent_decode"
 _LAYOUT_OPS = frozenset({"Unsqueeze", "Squeeze", "Reshape", "QuantizeLinear", "DequantizeLinear",
@@ -46,8 +49,8 @@ class DecoderGraph:
     :data:`LATENT_INPUT` and whichever of the voice's inputs the decoder reads."""
 
     graph: bytes
-    channels: int
-    """Channels of the latent (``[1, channels, frames]``)."""
+    frame_shape: tuple[int, ...]
+    """Shape of the cut tensor without its time axis (``(1, C)`` or ``(1, C, 1)``)."""
 
 
 Measure = Callable[[DecoderGraph], Mapping[str, str]]
@@ -62,8 +65,7 @@ def split_model(model_path: Path, measure: Measure | None = None) -> bytes:
 
     model = onnx.load(str(model_path))
     graph = model.graph
-    latent = _latent(graph)
-    channels = _latent_channels(graph)
+    latent, frame_shape = _cut(graph)
     if len(graph.output) != 1:
         raise SplitError(f"{len(graph.output)} outputs; a Piper voice has one")
     inputs = [i.name for i in graph.input]
@@ -90,7 +92,8 @@ def split_model(model_path: Path, measure: Measure | None = None) -> bytes:
     whole = helper.make_graph(
         [switch], f"{graph.name}_switch",
         [*graph.input,
-         helper.make_tensor_value_info(LATENT_INPUT, TensorProto.FLOAT, [1, channels, "frames"]),
+         helper.make_tensor_value_info(LATENT_INPUT, TensorProto.FLOAT,
+                                       [*frame_shape, "frames"]),
          helper.make_tensor_value_info(DECODE_INPUT, TensorProto.BOOL, [])],
         [helper.make_tensor_value_info("agent_output", TensorProto.FLOAT, None)],
         initializer=list(outer.values()))
@@ -102,13 +105,13 @@ def split_model(model_path: Path, measure: Measure | None = None) -> bytes:
         alone = helper.make_graph(
             decoder_nodes, "decoder",
             [helper.make_tensor_value_info(LATENT_INPUT, TensorProto.FLOAT,
-                                           [1, channels, "frames"]),
+                                           [*frame_shape, "frames"]),
              *(i for i in graph.input if i.name in _reads(decoder_nodes))],
             [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)],
             initializer=[*own, *(w for w in outer.values() if w.name in _reads(decoder_nodes))])
         probe = helper.make_model(alone, opset_imports=list(model.opset_import))
         probe.ir_version = model.ir_version
-        for key, value in measure(DecoderGraph(probe.SerializeToString(), channels)).items():
+        for key, value in measure(DecoderGraph(probe.SerializeToString(), frame_shape)).items():
             entry = result.metadata_props.add()
             entry.key, entry.value = key, value
     return bytes(result.SerializeToString())
@@ -120,32 +123,41 @@ def _reads(nodes: Sequence[Any]) -> set[str]:
     return names | {name for node in nodes for name in _subgraph_inputs(node)}
 
 
-def _latent(graph: Any) -> str:
-    producers = {out: node for node in graph.node for out in node.output}
-    anchors = [n for n in graph.node if n.name == DECODER_ANCHOR]
-    if len(anchors) != 1 or not anchors[0].input:
-        raise SplitError(f"no single {DECODER_ANCHOR} node: not a Piper VITS graph")
-    tensor = anchors[0].input[0]
-    while tensor in producers and producers[tensor].op_type in _LAYOUT_OPS:
-        tensor = producers[tensor].input[0]
-    if tensor not in producers:
-        raise SplitError(f"the decoder's input {tensor!r} is not computed by the graph")
-    return str(tensor)
+def _cut(graph: Any) -> tuple[str, tuple[int, ...]]:
+    """The tensor to cut at and the shape of one frame of it (``[1, C]`` or ``[1, C, 1]``).
 
-
-def _latent_channels(graph: Any) -> int:
-    """Input channels of the decoder's first convolution (its weight may be behind a
-    ``DequantizeLinear``)."""
+    The first of :data:`CUT_ANCHORS` the graph has wins; the cut is that convolution's input,
+    followed back through layout and quantization nodes.
+    """
     producers = {out: node for node in graph.node for out in node.output}
     initializers = {i.name: i for i in graph.initializer}
-    anchor = next(n for n in graph.node if n.name == DECODER_ANCHOR)
-    weight = anchor.input[1] if len(anchor.input) > 1 else ""
-    while weight not in initializers and weight in producers and \
-            producers[weight].op_type in _LAYOUT_OPS:
-        weight = producers[weight].input[0]
-    if weight not in initializers or len(initializers[weight].dims) < 2:
-        raise SplitError(f"{DECODER_ANCHOR} has no constant weight")
-    return int(initializers[weight].dims[1])
+    for pattern in CUT_ANCHORS:
+        anchors = [n for n in graph.node
+                   if n.name.startswith(pattern) and n.op_type in ("Conv", "ConvTranspose")]
+        if not anchors:
+            continue
+        anchor = anchors[0]
+        weight = anchor.input[1] if len(anchor.input) > 1 else ""
+        while weight not in initializers and weight in producers and \
+                producers[weight].op_type in _LAYOUT_OPS:
+            weight = producers[weight].input[0]
+        if weight not in initializers or len(initializers[weight].dims) not in (3, 4):
+            raise SplitError(f"{anchor.name} has no constant 1-D or 2-D weight")
+        dims = list(initializers[weight].dims)
+        channels = dims[0] if anchor.op_type == "ConvTranspose" else dims[1]
+        rank = len(dims)  # the convolution's input has its weight's rank
+        tensor = anchor.input[0]
+        while tensor in producers and producers[tensor].op_type in _LAYOUT_OPS:
+            op = producers[tensor].op_type
+            if op == "Reshape":
+                raise SplitError(f"a Reshape in front of {anchor.name}: unknown latent layout")
+            rank += {"Unsqueeze": -1, "Squeeze": 1}.get(op, 0)
+            tensor = producers[tensor].input[0]
+        if tensor not in producers or rank not in (3, 4):
+            raise SplitError(f"the input {tensor!r} of {anchor.name} is not a computed 1-D or "
+                             "2-D signal")
+        return str(tensor), (1, int(channels)) + ((1,) if rank == 4 else ())
+    raise SplitError(f"none of {list(CUT_ANCHORS)} in the graph: not a Piper VITS graph")
 
 
 def _closure(graph: Any, outputs: Sequence[str],

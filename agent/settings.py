@@ -95,8 +95,8 @@ class SynthesisSettings(_Section):
     )
     stream_first_frames: int = Field(
         default=streaming.FIRST_FRAMES, ge=0, le=10_000,
-        description="Stream a request's first sentence: its first this many decoder frames "
-        "(about 11.6 ms each at 22.05 kHz) play while the rest is decoded; the audio is the "
+        description="Stream a request's first sentence: its first this many frames of 256 "
+        "samples (11.6 ms each at 22.05 kHz) play while the rest is decoded; the audio is the "
         "same as decoding it whole. 0 = off (each sentence is decoded whole).",
     )
     stream_growth: int | None = Field(
@@ -107,7 +107,8 @@ class SynthesisSettings(_Section):
     )
     stream_max_window_frames: int = Field(
         default=streaming.MAX_WINDOW_FRAMES, ge=16, le=100_000,
-        description="Longest window of a streamed sentence (bounds the decoder's memory).",
+        description="Longest window of a streamed sentence, in frames of 256 samples (bounds "
+        "the decoder's memory).",
     )
     intra_op_threads: int | None = Field(
         default=None, ge=1, le=256,

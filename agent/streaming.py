@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # numpy is imported where it is used: settings read this modu
 
 __all__ = [
     "FIRST_FRAMES",
+    "FRAME_SAMPLES",
     "GROWTH",
     "MAX_PAD",
     "MAX_WINDOW_FRAMES",
@@ -39,8 +40,12 @@ __all__ = [
     "peak_normalize",
 ]
 
+FRAME_SAMPLES = 256
+"""The unit of the window settings: a Piper latent frame, 256 samples (11.6 ms at 22.05 kHz).
+Windows themselves are counted in frames of the tensor the graph is cut at (see
+:mod:`agent.model_split`), which may be finer."""
 FIRST_FRAMES = 40
-"""Default first window: 40 frames are 0.46 s of audio at 22.05 kHz (hop 256)."""
+"""Default first window: 40 frames are 0.46 s of audio at 22.05 kHz."""
 GROWTH = 8
 """Largest automatic growth of later windows (see :func:`auto_growth`)."""
 MAX_WINDOW_FRAMES = 400
@@ -100,8 +105,8 @@ class WindowPlan:
         return audio[(start - lo) * hop:(end - lo) * hop]
 
 
-def exact_pad(decode: Decode, channels: int, hop: int, max_pad: int = MAX_PAD, *,
-              seed: int = 0) -> int | None:
+def exact_pad(decode: Decode, frame_shape: tuple[int, ...], hop: int, max_pad: int = MAX_PAD,
+              *, seed: int = 0) -> int | None:
     """The smallest ``pad`` (1..``max_pad``) for which windowed decoding of a random latent
     equals decoding it whole (to 1e-5 of its peak), or None when none does.
 
@@ -110,7 +115,7 @@ def exact_pad(decode: Decode, channels: int, hop: int, max_pad: int = MAX_PAD, *
     probes.
     """
     def exact(pad: int) -> bool | None:
-        return _windowed_equals_whole(decode, channels, hop, pad, seed)
+        return _windowed_equals_whole(decode, frame_shape, hop, pad, seed)
 
     low, high = 0, 1  # not exact at low (0 = no context), exact at high once found
     while True:
@@ -131,14 +136,14 @@ def exact_pad(decode: Decode, channels: int, hop: int, max_pad: int = MAX_PAD, *
     return high
 
 
-def _windowed_equals_whole(decode: Decode, channels: int, hop: int, pad: int,
+def _windowed_equals_whole(decode: Decode, frame_shape: tuple[int, ...], hop: int, pad: int,
                            seed: int) -> bool | None:
     """Whether two windows cut with ``pad`` frames of context give the whole decoding; None
     when the decoder does not give ``hop`` samples per frame."""
     import numpy as np
 
     frames = 4 * pad + 8
-    latent = np.random.default_rng(seed).standard_normal((1, channels, frames))
+    latent = np.random.default_rng(seed).standard_normal((*frame_shape, frames))
     latent = latent.astype(np.float32)
     whole = decode(latent)
     if whole.size != frames * hop:

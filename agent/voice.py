@@ -11,6 +11,7 @@ onnxruntime's lazy initialisation, and a model that produces silence or NaNs is 
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -135,12 +136,13 @@ class Voice:
         self.session, self.provider = self.engine.session, self.engine.provider
         self._check_signature()
         self.warmup_s = self._warm_up()
-        self.window_plan = (
-            WindowPlan(stream_first_frames,
-                       stream_growth or streaming.auto_growth(self.warmup_s,
-                                                              self.warmup_audio_s),
-                       stream_max_window_frames, self.engine.pad)
-            if self.engine.pad is not None and stream_first_frames > 0 else None)
+        self.window_plan = None
+        if self.engine.pad is not None and self.engine.hop > 0 and stream_first_frames > 0:
+            per_frame = streaming.FRAME_SAMPLES / self.engine.hop  # settings' frames -> cut's
+            self.window_plan = WindowPlan(
+                math.ceil(stream_first_frames * per_frame),
+                stream_growth or streaming.auto_growth(self.warmup_s, self.warmup_audio_s),
+                math.ceil(stream_max_window_frames * per_frame), self.engine.pad)
         """How sentences are cut into windows; None = every sentence is decoded whole."""
         self.load_s = time.monotonic() - started
         self.loaded_at = time.time()
@@ -192,14 +194,20 @@ class Voice:
         return time.monotonic() - started
 
     @property
-    def streaming(self) -> dict[str, int] | None:
-        """How this voice streams, for health reports; None when it decodes sentences whole."""
+    def streaming(self) -> dict[str, float] | None:
+        """How this voice streams, for health reports: its first and longest window, the window
+        growth and the context decoded on each side of a cut (seconds of audio); None when it
+        decodes whole."""
         plan = self.window_plan
         if plan is None:
             return None
-        return {"first_frames": plan.first_frames, "growth": plan.growth,
-                "max_window_frames": plan.max_window_frames, "pad": plan.pad,
-                "hop": self.engine.hop}
+
+        def seconds(frames: int) -> float:
+            return round(frames * self.engine.hop / self.sample_rate, 4)
+
+        return {"first_window_s": seconds(plan.first_frames), "growth": plan.growth,
+                "max_window_s": seconds(plan.max_window_frames),
+                "context_s": seconds(plan.pad)}
 
     @property
     def chunking(self) -> tuple[int, ...]:

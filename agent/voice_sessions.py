@@ -37,7 +37,7 @@ _PROBE_FEEDS: Mapping[str, np.ndarray] = {
 }
 """Values for the voice's own inputs while its decoder is measured (the decoder branch may read
 some of them)."""
-CACHE_PART = "switch-2"
+CACHE_PART = "switch-3"
 """Names the switchable graph in the optimised-model cache; a new form of it gets a new name."""
 _FRONT = np.asarray(False)
 _DECODE = np.asarray(True)
@@ -50,7 +50,8 @@ class VoiceSession:
     session: Any
     provider: str
     split: bool = False
-    channels: int = 0
+    frame_shape: tuple[int, ...] = ()
+    """Shape of the latent without its time axis (split only)."""
     hop: int = 0
     """Audio samples per latent frame (split only)."""
     pad: int | None = None
@@ -63,8 +64,8 @@ class VoiceSession:
         return np.asarray(self.session.run(None, dict(feeds))[0], dtype=np.float32).reshape(-1)
 
     def latent(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
-        """The front's latent ``[1, channels, frames]`` (split only)."""
-        idle = np.zeros((1, self.channels, 1), dtype=np.float32)
+        """The front's latent, ``frame_shape`` + ``[frames]`` (split only)."""
+        idle = np.zeros((*self.frame_shape, 1), dtype=np.float32)
         return np.asarray(self._run(feeds, idle, _FRONT), dtype=np.float32)
 
     def decode(self, latent: np.ndarray, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -110,9 +111,10 @@ def _split_session(model_path: Path, runtime: RuntimeOptions,
         raise SplitError(f"cached graph lacks {LATENT_INPUT}/{DECODE_INPUT}")
     meta = session.get_modelmeta().custom_metadata_map
     pad_text, hop_text = meta.get(PAD_KEY, "none"), meta.get(HOP_KEY, "0")
-    channels = names[LATENT_INPUT].shape[1]
-    voice = VoiceSession(session, provider, split=True,
-                         channels=channels if isinstance(channels, int) else 0,
+    frame_shape = tuple(names[LATENT_INPUT].shape[:-1])
+    if not all(isinstance(d, int) for d in frame_shape):
+        raise SplitError(f"cached graph's latent has no fixed frame shape: {frame_shape}")
+    voice = VoiceSession(session, provider, split=True, frame_shape=frame_shape,
                          hop=int(hop_text), pad=None if pad_text == "none" else int(pad_text))
     log.info("voice_split", model=str(model_path), pad=voice.pad, hop=voice.hop)
     return voice
@@ -135,7 +137,7 @@ def _measure(decoder: DecoderGraph) -> dict[str, str]:
         audio = session.run(None, {**feeds, LATENT_INPUT: latent})[0]
         return np.asarray(audio, dtype=np.float32).reshape(-1)
 
-    hop = decode(np.zeros((1, decoder.channels, 4), np.float32)).size // 4
-    pad = exact_pad(decode, decoder.channels, hop) if hop > 0 else None
+    hop = decode(np.zeros((*decoder.frame_shape, 4), np.float32)).size // 4
+    pad = exact_pad(decode, decoder.frame_shape, hop) if hop > 0 else None
     log.info("decoder_window_measured", pad=pad, hop=hop)
     return {PAD_KEY: "none" if pad is None else str(pad), HOP_KEY: str(hop)}

@@ -79,8 +79,8 @@ def test_real_voice_growth_is_measured_at_load(real_voice_dir: Path, tmp_path: P
                        runtime=RuntimeOptions(optimized_cache_dir=tmp_path / "ort"))
     assert fixed.window_plan is not None and fixed.window_plan.growth == 3
     assert fixed.chunking == voice.chunking  # growth only moves later cuts: same cache key
-    assert fixed.streaming == {"first_frames": 40, "growth": 3, "max_window_frames": 400,
-                               "pad": 11, "hop": 256}
+    assert fixed.streaming == {"first_window_s": 0.4644, "growth": 3, "max_window_s": 4.644,
+                               "context_s": 0.0116}
     assert Voice.load(real_voice_dir, stream_first_frames=0).streaming is None
 
 
@@ -95,16 +95,16 @@ def test_growth_keeps_later_windows_short_enough_to_be_ready_in_time() -> None:
 
 @pytest.mark.parametrize("radius", [1, 2, 3, 4, 7, 11, 12, 20, 33])
 def test_exact_pad_finds_the_receptive_field(radius: int) -> None:
-    assert exact_pad(local_decoder(radius), channels=3, hop=HOP) == radius
+    assert exact_pad(local_decoder(radius), frame_shape=(1, 3), hop=HOP) == radius
 
 
 def test_exact_pad_gives_up_beyond_its_search_range() -> None:
-    assert exact_pad(local_decoder(40), channels=3, hop=HOP, max_pad=32) is None
+    assert exact_pad(local_decoder(40), frame_shape=(1, 3), hop=HOP, max_pad=32) is None
 
 
 def test_windowed_decoding_with_that_pad_is_the_whole_decoding() -> None:
     decode = local_decoder(7)
-    pad = exact_pad(decode, channels=3, hop=HOP)
+    pad = exact_pad(decode, frame_shape=(1, 3), hop=HOP)
     assert pad is not None
     latent = np.random.default_rng(1).standard_normal((1, 3, 300)).astype(np.float32)
     plan = WindowPlan(first_frames=20, growth=3, max_window_frames=64, pad=pad)
@@ -122,7 +122,7 @@ def test_a_decoder_that_is_not_local_never_streams() -> None:
         signal = np.repeat(latent[0].sum(axis=0), HOP)
         return (signal + signal.sum()).astype(np.float32)  # every sample sees every frame
 
-    assert exact_pad(global_offset, channels=2, hop=HOP) is None
+    assert exact_pad(global_offset, frame_shape=(1, 2), hop=HOP) is None
 
 
 # --- gain ----------------------------------------------------------------------------------
@@ -174,12 +174,12 @@ def test_switchable_graph_computes_the_whole_model_in_two_steps(conv_bundle: Pat
     measured: list[int] = []
 
     def measure(decoder: DecoderGraph) -> dict[str, str]:
-        measured.append(decoder.channels)
+        measured.append(decoder.frame_shape)
         alone = ort.InferenceSession(decoder.graph, providers=["CPUExecutionProvider"])
         return {"inputs": ",".join(i.name for i in alone.get_inputs())}
 
     graph = split_model(model, measure)
-    assert measured == [quant_voice.CHANNELS]
+    assert measured == [(1, quant_voice.CHANNELS)]
     whole = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
     switch = ort.InferenceSession(graph, providers=["CPUExecutionProvider"])
     # the decoder alone reads the latent and the voice inputs its trailing nodes use
@@ -223,8 +223,9 @@ def test_a_voice_whose_switchable_graph_fails_still_loads_whole(
 def _streamed_and_whole(bundle: Path, variant: str, cache: Path,
                         text: str) -> tuple[list[int], np.ndarray, np.ndarray, Voice]:
     runtime = RuntimeOptions(optimized_cache_dir=cache)
-    streamed = Voice.load(bundle, variant=variant, runtime=runtime, stream_first_frames=8,
-                          stream_growth=2, stream_max_window_frames=16)
+    # Settings count 256-sample frames; this voice's latent frames are 32 samples: 8 and 16 of them.
+    streamed = Voice.load(bundle, variant=variant, runtime=runtime, stream_first_frames=1,
+                          stream_growth=2, stream_max_window_frames=2)
     whole = Voice.load(bundle, variant=variant, runtime=runtime, stream_first_frames=0)
     chunks = list(streamed.synthesize(text, QUIET))
     a = np.concatenate([c.samples().reshape(-1) for c in chunks]).astype(np.int32)
@@ -264,21 +265,21 @@ def test_streamed_voice_speaks_the_same_audio_in_more_chunks(conv_bundle: Path, 
 def test_later_loads_take_the_switchable_graph_from_the_cache(conv_bundle: Path, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     runtime = RuntimeOptions(optimized_cache_dir=tmp_path / "ort")
-    first = Voice.load(conv_bundle, runtime=runtime, stream_first_frames=8)
+    first = Voice.load(conv_bundle, runtime=runtime, stream_first_frames=1)
     assert len(list((tmp_path / "ort").glob("*.onnx"))) == 1  # the switchable graph
 
     def no_split(_: Path) -> None:
         raise AssertionError("split again although both halves are cached")
 
     monkeypatch.setattr("agent.voice_sessions.split_model", no_split)
-    again = Voice.load(conv_bundle, runtime=runtime, stream_first_frames=8)
+    again = Voice.load(conv_bundle, runtime=runtime, stream_first_frames=1)
     assert again.window_plan == first.window_plan and again.engine.hop == first.engine.hop
     text = "Tickets are sold at the green machines near the main entrance."
     assert [c.audio for c in again.synthesize(text, QUIET)] == \
         [c.audio for c in first.synthesize(text, QUIET)]
     shutil.rmtree(tmp_path / "ort")
     monkeypatch.undo()
-    assert Voice.load(conv_bundle, runtime=runtime, stream_first_frames=8).window_plan == \
+    assert Voice.load(conv_bundle, runtime=runtime, stream_first_frames=1).window_plan == \
         first.window_plan  # a lost cache is rebuilt
 
 
@@ -289,7 +290,9 @@ def test_real_voice_streams_its_first_sentence_exactly(real_voice_dir: Path,
                           stream_growth=8)
     whole = Voice.load(real_voice_dir, variant="int8", runtime=runtime, stream_first_frames=0)
     assert streamed.window_plan is not None
-    assert streamed.window_plan.pad == 11 and streamed.engine.hop == 256
+    # cut before the decoder's second upsampler: frames of 32 samples, 8 of them as context
+    assert streamed.window_plan.pad == 8 and streamed.engine.hop == 32
+    assert streamed.window_plan.first_frames == 40 * 8
     text = "Good afternoon and welcome to the central library. Thank you."
     sentence = streamed.sentences(text)[0]
     ids = streamed.frontend.ids(sentence)
@@ -298,7 +301,7 @@ def test_real_voice_streams_its_first_sentence_exactly(real_voice_dir: Path,
     latent = streamed.engine.latent(feeds)
     plan = streamed.window_plan
     joined = np.concatenate([
-        plan.decode(lambda z: streamed.engine.decode(z, feeds), latent, a, b, 256)
+        plan.decode(lambda z: streamed.engine.decode(z, feeds), latent, a, b, 32)
         for a, b in plan.windows(latent.shape[-1])])
     reference = whole.ids_to_audio(ids, QUIET)
     np.testing.assert_allclose(joined, reference, atol=1e-4 * float(np.max(np.abs(reference))))
@@ -309,7 +312,7 @@ def test_real_voice_streams_its_first_sentence_exactly(real_voice_dir: Path,
 def test_later_long_sentences_come_in_windows_without_a_short_first_one(
         conv_bundle: Path, tmp_path: Path) -> None:
     voice = Voice.load(conv_bundle, runtime=RuntimeOptions(optimized_cache_dir=tmp_path / "ort"),
-                       stream_first_frames=8, stream_growth=100, stream_max_window_frames=16)
+                       stream_first_frames=1, stream_growth=100, stream_max_window_frames=2)
     sentences = voice.sentences("Yes. Tickets are sold at the green machines near the main "
                                 "entrance of the station.")
     frames = [len(voice.frontend.ids(s)) for s in sentences]  # one latent frame per id here
