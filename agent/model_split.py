@@ -6,16 +6,18 @@ audio, ``hop`` samples per frame. The decoder is most of the work and is convolu
 can run on windows of the latent (see :mod:`agent.streaming`): the first part of a sentence can
 play while the rest is decoded.
 
-:func:`split_model` cuts the graph at the tensor that enters Piper's first decoder node
-(``/dec/conv_pre/Conv``), followed upstream through the layout and quantization nodes our int8
-recipe puts in front of it (``Unsqueeze``, ``QuantizeLinear``, ``DequantizeLinear``), so the cut
-is the float latent in the original and in the int8 graph alike. The two halves become the
-branches of one ``If`` node: the model keeps its inputs and gains :data:`LATENT_INPUT` and the
-boolean :data:`DECODE_INPUT`; false runs the front (output: the latent), true runs the decoder
-on :data:`LATENT_INPUT` (output: the audio). Only the chosen branch runs. One session, not two,
-so the halves share one thread pool and one memory arena: two sessions used one after the other
-each keep their own pool spinning, and on a 2-core board they fight (measured: 81 ms per
-sentence with two sessions against 46 ms with one).
+:func:`split_model` cuts the graph at the input of the first of :data:`CUT_ANCHORS` it has:
+the decoder's second upsampler (so the front also runs the decoder's first stage, and windows
+need little context), else its first convolution. The cut is followed upstream through the
+layout and quantization nodes our int8 recipe puts in front of a convolution (``Unsqueeze``,
+``QuantizeLinear``, ``DequantizeLinear``), so it is a float tensor in the original and in the
+int8 graph alike; "latent" below means that tensor. The two halves become the branches of one
+``If`` node: the model keeps its inputs and gains :data:`LATENT_INPUT` and the boolean
+:data:`DECODE_INPUT`; false runs the front (output: the latent), true runs the rest of the
+decoder on :data:`LATENT_INPUT` (output: the audio). Only the chosen branch runs. One session,
+not two, so the halves share one thread pool and one memory arena: two sessions used one after
+the other each keep their own pool spinning, and on a 2-core board they fight (measured: 81 ms
+per sentence with two sessions against 46 ms with one).
 """
 
 from __future__ import annotations
