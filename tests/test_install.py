@@ -160,6 +160,15 @@ def test_full_install_runs_the_agent_with_the_voice(tmp_path: Path) -> None:
                             timeout=120, check=False)
     assert verify.returncode == 0, verify.stderr
     assert "en_US-joe-medium: ok" in verify.stdout
+    # The installed environment streams (onnx, which builds the switchable graph, is a
+    # run-time dependency, not a development one).
+    synth = subprocess.run([str(agent), "--config", str(root / "etc/tts-agent/agent.toml"),
+                            "synth", "--text", "Welcome to the station.",
+                            "--out", str(tmp_path / "w.wav")],
+                           capture_output=True, text=True, timeout=300, check=False,
+                           env={**env, "TTS_AGENT_CACHE__DIR": str(tmp_path / "cache")})
+    assert synth.returncode == 0, synth.stderr
+    assert "voice_split" in synth.stderr and "voice_split_failed" not in synth.stderr
     built = ROOT / "models/en_US-joe-medium/manifest.json"
     if built.is_file():  # ./build.sh's bundle (with its int8 variant) is what gets installed
         installed = root / "var/lib/tts-agent/models/en_US-joe-medium/manifest.json"
