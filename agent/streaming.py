@@ -48,8 +48,10 @@ FIRST_FRAMES = 40
 """Default first window: 40 frames are 0.46 s of audio at 22.05 kHz."""
 GROWTH = 8
 """Largest automatic growth of later windows (see :func:`auto_growth`)."""
-MAX_WINDOW_FRAMES = 400
-"""Default longest window (4.6 s at 22.05 kHz): bounds the decoder's working memory."""
+MAX_WINDOW_FRAMES = 64
+"""Default longest window (0.74 s at 22.05 kHz). It bounds the decoder's working memory, and
+costs nothing: measured on en_US-joe-medium int8, 64-frame windows were as fast as 400-frame
+ones or faster (smaller working sets) and took the peak RSS from ~208 to ~152 MiB."""
 MAX_PAD = 64
 """Most latent frames of context searched for on each side of a window."""
 MIN_REFERENCE_PEAK = 0.25

@@ -276,18 +276,27 @@ class Voice:
 
     def _windowed(self, ids: Sequence[int], params: SynthesisParams, text: str,
                   silence: np.ndarray, *, first: bool) -> Iterator[AudioChunk]:
-        """One sentence as chunks of latent windows (see :mod:`agent.streaming`)."""
+        """One sentence decoded in latent windows (see :mod:`agent.streaming`): the first
+        sentence of a request as a chunk per window, played as they come; a later one joined
+        into one chunk, scaled to its own peak exactly as Piper does (it is synthesized while
+        the sentence before it plays, so nothing waits for it)."""
         plan, engine = self.window_plan, self.engine
         if plan is None:
             raise RuntimeError("this voice does not decode in windows")
         feeds = self._feeds(ids, params)
         latent = engine.latent(feeds)
-        gain = StreamGain(self.sample_rate)
         windows = plan.windows(latent.shape[-1], first=first)
-        for number, (start, end) in enumerate(windows, 1):
-            audio = plan.decode(lambda z: engine.decode(z, feeds), latent, start, end,
-                                engine.hop)
-            audio = peak_normalize(audio) if len(windows) == 1 else gain.apply(audio)
+        parts = (plan.decode(lambda z: engine.decode(z, feeds), latent, start, end, engine.hop)
+                 for start, end in windows)
+        if not first or len(windows) == 1:
+            audio = peak_normalize(np.concatenate(list(parts)))
+            if silence.size:
+                audio = np.concatenate([audio, silence])
+            yield AudioChunk.from_float(audio, self.sample_rate, text)
+            return
+        gain = StreamGain(self.sample_rate)
+        for number, part in enumerate(parts, 1):
+            audio = gain.apply(part)
             if number == len(windows) and silence.size:
                 audio = np.concatenate([audio, silence])
             yield AudioChunk.from_float(audio, self.sample_rate, text if number == 1 else "")

@@ -79,7 +79,7 @@ def test_real_voice_growth_is_measured_at_load(real_voice_dir: Path, tmp_path: P
                        runtime=RuntimeOptions(optimized_cache_dir=tmp_path / "ort"))
     assert fixed.window_plan is not None and fixed.window_plan.growth == 3
     assert fixed.chunking == voice.chunking  # growth only moves later cuts: same cache key
-    assert fixed.streaming == {"first_window_s": 0.4644, "growth": 3, "max_window_s": 4.644,
+    assert fixed.streaming == {"first_window_s": 0.4644, "growth": 3, "max_window_s": 0.743,
                                "context_s": 0.0116}
     assert Voice.load(real_voice_dir, stream_first_frames=0).streaming is None
 
@@ -306,20 +306,36 @@ def test_real_voice_streams_its_first_sentence_exactly(real_voice_dir: Path,
     reference = whole.ids_to_audio(ids, QUIET)
     np.testing.assert_allclose(joined, reference, atol=1e-4 * float(np.max(np.abs(reference))))
     chunks = list(streamed.synthesize(text, QUIET))
-    assert chunks[0].frames == 40 * 256 and len(chunks) == 3  # two windows, then sentence two
+    # the first window, windows of at most 64 frames, then sentence two in one chunk
+    assert chunks[0].frames == 40 * 256 and chunks[-1].text == "Thank you."
+    assert len(chunks) > 3 and max(c.frames for c in chunks[:-1]) <= 64 * 256
 
 
 def test_later_long_sentences_come_in_windows_without_a_short_first_one(
-        conv_bundle: Path, tmp_path: Path) -> None:
+        conv_bundle: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agent.voice_sessions import VoiceSession
+
     voice = Voice.load(conv_bundle, runtime=RuntimeOptions(optimized_cache_dir=tmp_path / "ort"),
                        stream_first_frames=1, stream_growth=100, stream_max_window_frames=2)
     sentences = voice.sentences("Yes. Tickets are sold at the green machines near the main "
                                 "entrance of the station.")
     frames = [len(voice.frontend.ids(s)) for s in sentences]  # one latent frame per id here
     assert frames[0] < 8 + 2 * voice.window_plan.pad and frames[1] > 16
+    decoded: list[int] = []
+    original = VoiceSession.decode
+
+    def counting(self: VoiceSession, latent: np.ndarray, feeds: object) -> np.ndarray:
+        decoded.append(latent.shape[-1])
+        return original(self, latent, feeds)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(VoiceSession, "decode", counting)
     chunks = list(voice.synthesize_sentences(sentences, QUIET))
-    hop = voice.engine.hop
+    hop, pad = voice.engine.hop, voice.window_plan.pad
     assert chunks[0].frames == frames[0] * hop  # too short to cut
-    later = [c.frames // hop for c in chunks[1:]]
-    assert sum(later) == frames[1] and len(later) > 1
-    assert max(later) <= 16 + voice.window_plan.pad and later[0] > 8  # no short first window
+    # The later sentence: decoded in windows of at most 16 frames (plus context), no short
+    # first one, and handed on as one chunk scaled to its own peak, like Piper's.
+    assert decoded[0] == frames[0] and len(decoded) > 2
+    assert max(decoded[1:]) <= 16 + 2 * pad and decoded[1] > 8 + pad
+    assert len(chunks) == 2 and chunks[1].frames == frames[1] * hop
+    samples = chunks[1].samples()
+    assert int(np.max(np.abs(samples))) >= 32766

@@ -103,7 +103,7 @@ def test_real_voice_speaks_a_sentence(real_voice_dir: Path) -> None:
     assert voice.sample_rate == 22050
     params = SynthesisParams(noise_scale=0.0, noise_w=0.0)
     chunks = list(voice.synthesize("Welcome to the station.", params))
-    assert len(chunks) == 2  # streamed: its first 40 frames, then the rest
+    assert len(chunks) >= 2  # streamed: its first 40 frames, then the rest in windows
     assert chunks[0].frames == 40 * 256 and chunks[0].text == "Welcome to the station."
     assert 1.0 <= sum(c.seconds for c in chunks) <= 2.0
     samples = np.concatenate([c.samples() for c in chunks]).astype(np.float32) / 32768
