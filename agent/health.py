@@ -120,6 +120,7 @@ def _duration(name: str, value: float | None) -> float | None:
 DEFAULT_THERMAL_LIMIT_C = 85.0
 """Temperature limit (deg C) when neither the settings nor a hardware profile give one."""
 
+
 class RequestStats:
     """Counters since start plus the last ``window`` requests' durations. Thread-safe."""
 
@@ -318,7 +319,7 @@ def _system_findings(snap: Mapping[str, Any], settings: HealthSettings,
                      ) -> Iterator[tuple[State, str]]:
     system = snap["system"]
     temp = system.get("cpu_temp_c")
-    limit = system.get("cpu_temp_limit_c") or DEFAULT_THERMAL_LIMIT_C
+    limit = system.get("cpu_temp_limit_c") or DEFAULT_THERMAL_LIMIT_C  # a snapshot may lack it
     if temp is not None and temp >= limit:
         yield "degraded", f"cpu temperature {temp:.1f} C (limit {limit:g} C)"
     throttled = system.get("throttled")

@@ -234,22 +234,21 @@ def create_session(model_path: Path, runtime: RuntimeOptions,
     cached = _optimized_cache_path(runtime, model_sha256, plan, ort.__version__, part)
     session = _load_cached(cached, runtime, plan) if cached is not None else None
     if session is None:
-        save_to = None
+        save_to = data_name = None
         if cached is not None:
             token = f"{os.getpid()}-{secrets.token_hex(4)}"
             save_to = cached.with_name(f".{cached.stem}.{token}.tmp.onnx")
+            data_name = f"{cached.stem}-{token}.data"
             runtime = replace(runtime, optimized_model_path=save_to, config_entries=(
                 *runtime.config_entries,
-                ("session.optimized_model_external_initializers_file_name",
-                 f"{cached.stem}-{token}.data"),
+                ("session.optimized_model_external_initializers_file_name", data_name),
                 ("session.optimized_model_external_initializers_min_size_in_bytes",
                  str(_EXTERNAL_MIN_BYTES))))
         source = graph() if graph is not None else str(model_path)
         session = ort.InferenceSession(source, sess_options=build_session_options(runtime),
                                        providers=plan)
-        if cached is not None and save_to is not None:
-            _publish_cached(save_to, cached, dict(runtime.config_entries)[
-                "session.optimized_model_external_initializers_file_name"])
+        if cached is not None and save_to is not None and data_name is not None:
+            _publish_cached(save_to, cached, data_name)
     used = session.get_providers()
     first_wanted = ORT_PROVIDER_NAMES[runtime.providers[0]]
     if used[0] != first_wanted:

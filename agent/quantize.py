@@ -53,7 +53,6 @@ __all__ = [
     "check_quality",
     "manifest_quantization",
     "measure_quality",
-    "model_feeds",
     "quantize_model",
     "read_sentences",
     "sentence_feeds",
@@ -248,21 +247,14 @@ def sentences_sha256(sentences: Sequence[str]) -> str:
     return hashlib.sha256("".join(s + "\n" for s in sentences).encode("utf-8")).hexdigest()
 
 
-def model_feeds(ids: Sequence[int], scales: Scales) -> Feeds:
-    """The Piper model inputs for one sentence's phoneme ids."""
-    return {
-        "input": np.asarray([ids], dtype=np.int64),
-        "input_lengths": np.asarray([len(ids)], dtype=np.int64),
-        "scales": np.asarray(scales, dtype=np.float32),
-    }
-
-
 def sentence_feeds(frontend: Any, texts: Iterable[str], scales: Scales) -> list[tuple[str, Feeds]]:
     """Model inputs (with their text) for every sentence the frontend makes of ``texts``.
 
     ``frontend`` is the voice's :class:`agent.frontend.Frontend`, so the ids are exactly those
     the voice is fed at run time.
     """
+    from agent.voice import model_feeds
+
     feeds: list[tuple[str, Feeds]] = []
     for text in texts:
         for sentence in frontend.sentences(text):

@@ -29,13 +29,23 @@ from agent.onnx_session import RuntimeOptions
 from agent.streaming import StreamGain, WindowPlan, peak_normalize
 from agent.voice_sessions import open_session
 
-__all__ = ["SynthesisParams", "Voice", "VoiceConfig", "VoiceLoadError"]
+__all__ = ["SynthesisParams", "Voice", "VoiceConfig", "VoiceLoadError", "model_feeds"]
 
 log = get_logger(__name__)
 
 WARMUP_TEXT = "Ready."
 REQUIRED_INPUTS = ("input", "input_lengths", "scales")
 MAX_CONFIG_BYTES = 1 << 20
+
+
+def model_feeds(ids: Sequence[int], scales: tuple[float, float, float]) -> dict[str, np.ndarray]:
+    """The Piper model inputs for one sentence's phoneme ids and its (noise, length, noise_w)
+    scales (no ``sid``)."""
+    return {
+        "input": np.asarray([ids], dtype=np.int64),
+        "input_lengths": np.asarray([len(ids)], dtype=np.int64),
+        "scales": np.asarray(scales, dtype=np.float32),
+    }
 
 
 class VoiceLoadError(Exception):
@@ -135,15 +145,16 @@ class Voice:
             raise VoiceLoadError(f"{model_path}: onnxruntime cannot load it: {exc}") from exc
         self.session, self.provider = self.engine.session, self.engine.provider
         self._check_signature()
+        self.window_plan: WindowPlan | None = None
+        """How sentences are cut into windows; None = every sentence is decoded whole (so is
+        the warm-up: the plan's growth follows the speed it shows)."""
         self.warmup_s = self._warm_up()
-        self.window_plan = None
         if self.engine.pad is not None and self.engine.hop > 0 and stream_first_frames > 0:
             per_frame = streaming.FRAME_SAMPLES / self.engine.hop  # settings' frames -> cut's
             self.window_plan = WindowPlan(
                 math.ceil(stream_first_frames * per_frame),
                 stream_growth or streaming.auto_growth(self.warmup_s, self.warmup_audio_s),
                 math.ceil(stream_max_window_frames * per_frame), self.engine.pad)
-        """How sentences are cut into windows; None = every sentence is decoded whole."""
         self.load_s = time.monotonic() - started
         self.loaded_at = time.time()
         log.info("voice_loaded", voice=self.name, version=self.version, variant=variant,
@@ -219,23 +230,32 @@ class Voice:
                 *((plan.first_frames, plan.max_window_frames) if plan else ()))
 
     def ids_to_audio(self, ids: Sequence[int], params: SynthesisParams) -> np.ndarray:
-        """Run the model on one sentence's phoneme ids; float32 mono samples, unnormalised."""
-        return self.engine.audio(self._feeds(ids, params))
+        """Run the model on one sentence's phoneme ids; float32 mono samples, unnormalised.
+        A voice that decodes in windows decodes the sentence in windows of at most
+        ``max_window_frames`` (the same samples, bounded memory)."""
+        feeds = self._feeds(ids, params)
+        plan = self.window_plan
+        if plan is None:
+            return self.engine.audio(feeds)
+        latent = self.engine.latent(feeds)
+        return np.concatenate([self._decode(latent, feeds, start, end)
+                               for start, end in plan.windows(latent.shape[-1], first=False)])
+
+    def _decode(self, latent: np.ndarray, feeds: Mapping[str, np.ndarray], start: int,
+                end: int) -> np.ndarray:
+        """Audio of latent frames ``[start, end)`` (a voice that decodes in windows)."""
+        plan, engine = self.window_plan, self.engine
+        if plan is None:
+            raise RuntimeError("this voice does not decode in windows")
+        return plan.decode(lambda z: engine.decode(z, feeds), latent, start, end, engine.hop)
 
     def _feeds(self, ids: Sequence[int], params: SynthesisParams) -> dict[str, np.ndarray]:
         config = self.config
-        feeds: dict[str, np.ndarray] = {
-            "input": np.asarray([ids], dtype=np.int64),
-            "input_lengths": np.asarray([len(ids)], dtype=np.int64),
-            "scales": np.asarray(
-                [
-                    config.noise_scale if params.noise_scale is None else params.noise_scale,
-                    config.length_scale if params.length_scale is None else params.length_scale,
-                    config.noise_w if params.noise_w is None else params.noise_w,
-                ],
-                dtype=np.float32,
-            ),
-        }
+        feeds = model_feeds(ids, (
+            config.noise_scale if params.noise_scale is None else params.noise_scale,
+            config.length_scale if params.length_scale is None else params.length_scale,
+            config.noise_w if params.noise_w is None else params.noise_w,
+        ))
         if self._has_sid:
             speaker = params.speaker_id or 0
             if not 0 <= speaker < max(1, config.num_speakers):
@@ -263,40 +283,30 @@ class Voice:
         silence = np.zeros(int(self.sentence_silence_s * self.sample_rate), dtype=np.float32)
         for index, sentence in enumerate(sentences):
             ids = self.frontend.ids(sentence)
-            if self.window_plan is not None:
-                # Only a request's first sentence gets a short first window: later ones are
-                # synthesized while the one before them plays. Long ones come in windows too,
-                # which bounds the decoder's memory.
-                yield from self._windowed(ids, params, sentence.text, silence, first=index == 0)
+            if index == 0 and self.window_plan is not None:
+                # Only a request's first sentence streams: later ones are synthesized while the
+                # one before them plays.
+                yield from self._streamed(ids, params, sentence.text, silence)
                 continue
             audio = peak_normalize(self.ids_to_audio(ids, params))
             if silence.size:
                 audio = np.concatenate([audio, silence])
             yield AudioChunk.from_float(audio, self.sample_rate, sentence.text)
 
-    def _windowed(self, ids: Sequence[int], params: SynthesisParams, text: str,
-                  silence: np.ndarray, *, first: bool) -> Iterator[AudioChunk]:
-        """One sentence decoded in latent windows (see :mod:`agent.streaming`): the first
-        sentence of a request as a chunk per window, played as they come; a later one joined
-        into one chunk, scaled to its own peak exactly as Piper does (it is synthesized while
-        the sentence before it plays, so nothing waits for it)."""
-        plan, engine = self.window_plan, self.engine
+    def _streamed(self, ids: Sequence[int], params: SynthesisParams, text: str,
+                  silence: np.ndarray) -> Iterator[AudioChunk]:
+        """A request's first sentence as a chunk per latent window, each yielded as soon as it
+        is decoded (see :mod:`agent.streaming`)."""
+        plan = self.window_plan
         if plan is None:
             raise RuntimeError("this voice does not decode in windows")
         feeds = self._feeds(ids, params)
-        latent = engine.latent(feeds)
-        windows = plan.windows(latent.shape[-1], first=first)
-        parts = (plan.decode(lambda z: engine.decode(z, feeds), latent, start, end, engine.hop)
-                 for start, end in windows)
-        if not first or len(windows) == 1:
-            audio = peak_normalize(np.concatenate(list(parts)))
-            if silence.size:
-                audio = np.concatenate([audio, silence])
-            yield AudioChunk.from_float(audio, self.sample_rate, text)
-            return
+        latent = self.engine.latent(feeds)
+        windows = plan.windows(latent.shape[-1])
         gain = StreamGain(self.sample_rate)
-        for number, part in enumerate(parts, 1):
-            audio = gain.apply(part)
+        for number, (start, end) in enumerate(windows, 1):
+            part = self._decode(latent, feeds, start, end)
+            audio = peak_normalize(part) if len(windows) == 1 else gain.apply(part)
             if number == len(windows) and silence.size:
                 audio = np.concatenate([audio, silence])
             yield AudioChunk.from_float(audio, self.sample_rate, text if number == 1 else "")

@@ -71,7 +71,7 @@ def run_quantize(args: argparse.Namespace) -> int:
         raise CommandError(str(exc), status=GATE_FAILED) from exc
     except QuantizeError as exc:
         raise CommandError(str(exc)) from exc
-    except ImportError as exc:  # onnx is a build-time dependency (the dev extra)
+    except ImportError as exc:  # a broken install (onnx is a dependency of the agent)
         raise CommandError(f"quantize needs {exc.name or 'onnx'}: pip install onnx") from exc
     except OSError as exc:
         raise CommandError(f"cannot write {args.out_dir}: {exc}") from exc
