@@ -1,0 +1,168 @@
+"""What the streaming, window and cache choices cost and buy, on the real voice (int8).
+
+    .venv/bin/python bench/streaming_memory.py [--threads 1,2] [--reps 2]
+
+Every figure comes from a fresh Python process, so memory peaks never mix:
+
+* **windows**: streaming off, streaming with 400-frame windows, and the default (64-frame
+  windows), at each thread count: median real-time factor over the held-out sentences (each its
+  own request, so each first sentence streams), first audio of the 3-sentence paragraph
+  (median of 5), peak RSS after load and after the paragraph and the longest sentence;
+* **start-up**, optimised-model cache warm: the cost of each step up to a warm voice (imports of
+  numpy, onnxruntime and ``agent.voice``; the sha256 check; the session from the cache; the
+  warm-up), and RSS after the imports and after the load;
+* **cache format**: building the session from the cache with the weights in a data file of
+  their own (shipped) and inside the graph, and RSS at load (``--child`` patches
+  ``agent.onnx_session._EXTERNAL_MIN_BYTES`` for the second);
+* **first load** (empty cache): load time and peak RSS while the switchable graph is built.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+BUNDLE = ROOT / "models" / "en_US-joe-medium"
+HELDOUT = ROOT / "bench" / "corpus" / "heldout.txt"
+PARAGRAPH = ("Good afternoon and welcome to the central library. The reading rooms on the "
+             "first floor are open until eight. Please return borrowed books at the front desk.")
+WINDOWS = {"streaming off": {"stream_first_frames": 0},
+           "400-frame windows": {"stream_max_window_frames": 400},
+           "64-frame windows (default)": {}}
+
+
+def status_mib(field: str) -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def lines() -> list[str]:
+    return [s.strip() for s in HELDOUT.read_text(encoding="utf-8").splitlines()
+            if s.strip() and not s.startswith("#")]
+
+
+def child_windows(cache: Path, threads: int, setting: str, reps: int) -> dict[str, Any]:
+    from agent.logs import configure_logging
+    from agent.onnx_session import RuntimeOptions
+    from agent.voice import Voice
+
+    configure_logging("error")
+    voice = Voice.load(BUNDLE, variant="int8", phoneme_cache_size=0, **WINDOWS[setting],
+                       runtime=RuntimeOptions(intra_op_threads=threads, optimized_cache_dir=cache))
+    loaded = status_mib("VmHWM")
+    first = []
+    for _ in range(5):
+        time.sleep(0.05)
+        started = time.perf_counter()
+        next(voice.synthesize(PARAGRAPH))
+        first.append(time.perf_counter() - started)
+    list(voice.synthesize(PARAGRAPH))
+    list(voice.synthesize(max(lines(), key=len)))
+    peak = status_mib("VmHWM")
+    rtf = []
+    for _ in range(reps):
+        for text in lines():
+            time.sleep(0.02)
+            started = time.perf_counter()
+            seconds = sum(chunk.seconds for chunk in voice.synthesize(text))
+            rtf.append((time.perf_counter() - started) / seconds)
+    return {"rtf": statistics.median(rtf), "first_audio_s": statistics.median(first),
+            "rss_loaded_mib": loaded, "rss_peak_mib": peak}
+
+
+def child_startup(cache: Path, inline_weights: bool) -> dict[str, Any]:
+    steps: dict[str, float] = {}
+    started = time.perf_counter()
+    import numpy  # noqa: F401
+
+    steps["import numpy"] = time.perf_counter() - started
+    mark = time.perf_counter()
+    import onnxruntime  # noqa: F401
+
+    steps["import onnxruntime"] = time.perf_counter() - mark
+    mark = time.perf_counter()
+    from agent import onnx_session
+    from agent.bundle import verify_bundle
+    from agent.logs import configure_logging
+    from agent.voice import Voice
+
+    steps["import agent.voice"] = time.perf_counter() - mark
+    rss_imports = status_mib("VmRSS")
+    configure_logging("error")
+    if inline_weights:
+        onnx_session._EXTERNAL_MIN_BYTES = 1 << 40  # every weight inside the cached graph
+    mark = time.perf_counter()
+    bundle = verify_bundle(BUNDLE, "int8")
+    steps["sha256 check"] = time.perf_counter() - mark
+    mark = time.perf_counter()
+    voice = Voice(bundle, variant="int8",
+                  runtime=onnx_session.RuntimeOptions(optimized_cache_dir=cache))
+    steps["session from the cache"] = time.perf_counter() - mark - voice.warmup_s
+    steps["warm-up"] = voice.warmup_s
+    return {"steps_s": steps, "rss_imports_mib": rss_imports,
+            "rss_loaded_mib": status_mib("VmRSS"), "rss_peak_mib": status_mib("VmHWM")}
+
+
+def run_child(*args: str) -> dict[str, Any]:
+    out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", *args],
+                         capture_output=True, text=True, check=True, cwd=ROOT)
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threads", default="1,2", help="comma list (default 1,2)")
+    parser.add_argument("--reps", type=int, default=2, help="passes over the sentences")
+    parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        kind, cache, *rest = args.child
+        result = (child_windows(Path(cache), int(rest[0]), rest[1], args.reps)
+                  if kind == "windows" else child_startup(Path(cache), rest[0] == "inline"))
+        print(json.dumps(result))
+        return 0
+    with tempfile.TemporaryDirectory(prefix="tts-bench-stream-") as tmp:
+        fresh, warm, inline = Path(tmp) / "fresh", Path(tmp) / "warm", Path(tmp) / "inline"
+        first = run_child("startup", str(fresh), "data-file")
+        print(f"first load (empty cache, builds the switchable graph): "
+              f"{first['steps_s']['session from the cache']:.2f} s, "
+              f"peak RSS {first['rss_peak_mib']:.0f} MiB")
+        run_child("startup", str(warm), "data-file")  # fills the caches
+        run_child("startup", str(inline), "inline")
+        run_child("windows", str(warm), "1", "streaming off")  # caches the whole graph too
+        shipped = run_child("startup", str(warm), "data-file")
+        inside = run_child("startup", str(inline), "inline")
+        print("\nstart-up, cache warm (one process):")
+        for step, seconds in shipped["steps_s"].items():
+            print(f"  {step:<24} {seconds * 1000:6.0f} ms")
+        print(f"  RSS after the imports {shipped['rss_imports_mib']:.0f} MiB, "
+              f"after the load {shipped['rss_loaded_mib']:.0f} MiB")
+        build = {n: r["steps_s"]["session from the cache"] for n, r in
+                 (("data file", shipped), ("inside", inside))}
+        print(f"\ncached weights in a data file of their own / inside the graph: session "
+              f"{build['data file'] * 1000:.0f} / {build['inside'] * 1000:.0f} ms, RSS at load "
+              f"{shipped['rss_loaded_mib']:.0f} / {inside['rss_loaded_mib']:.0f} MiB")
+        print(f"\n{'setting':<28} {'threads':>7} {'1/RTF':>7} {'first audio':>12} "
+              f"{'RSS loaded':>11} {'peak RSS':>9}")
+        for threads in (int(t) for t in args.threads.split(",")):
+            for setting in WINDOWS:
+                row = run_child("windows", str(warm), str(threads), setting)
+                print(f"{setting:<28} {threads:>7} {1 / row['rtf']:>6.1f}x "
+                      f"{row['first_audio_s'] * 1000:>9.0f} ms {row['rss_loaded_mib']:>7.0f} MiB "
+                      f"{row['rss_peak_mib']:>5.0f} MiB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
