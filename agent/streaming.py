@@ -50,8 +50,9 @@ GROWTH = 8
 """Largest automatic growth of later windows (see :func:`auto_growth`)."""
 MAX_WINDOW_FRAMES = 64
 """Default longest window (0.74 s at 22.05 kHz). It bounds the decoder's working memory, and
-costs nothing: measured on en_US-joe-medium int8, 64-frame windows were as fast as 400-frame
-ones or faster (smaller working sets) and took the peak RSS from ~208 to ~152 MiB."""
+costs nothing: on en_US-joe-medium int8, 64-frame windows are as fast as 400-frame ones or
+faster (smaller working sets) and keep the peak RSS at 150 instead of 205-226 MiB
+(``bench/streaming_memory.py``)."""
 MAX_PAD = 64
 """Most latent frames of context searched for on each side of a window."""
 MIN_REFERENCE_PEAK = 0.25
