@@ -72,8 +72,9 @@ Synth = Callable[[str], Iterator[np.ndarray]]
 
 
 def our_voice(bundle_dir: Path, variant: str, threads: int, *, stream: bool = True) -> Any:
-    """Our voice as the agent loads it, with the default synthesis settings (streaming on; its
-    optimised-model cache in the bench's cache dir)."""
+    """Our voice as the agent loads it: streaming on with the default windows, its
+    optimised-model cache in the bench's cache dir; clause splitting off (Piper has none, and
+    the bench's sentences are compared whole)."""
     from agent.onnx_session import RuntimeOptions
     from agent.voice import Voice
 
