@@ -97,14 +97,18 @@ class AgentService:
     """The running agent. :meth:`start`, :meth:`notify_ready`, :meth:`reload` and :meth:`stop`
     from the main thread.
 
-    ``voices`` and ``player`` may be given (tests, benchmarks); by default they are built from
-    ``settings`` (voices with the hardware profile's onnxruntime options). ``notifier`` talks
-    to systemd; by default it is taken from ``$NOTIFY_SOCKET`` (and the variables are removed
-    from the environment so that child processes cannot notify in our name).
+    ``voices`` and ``player`` may be given (tests, benchmarks, and ``tts-agent run``, which
+    starts loading the default voice before it imports this module); by default they are built
+    from ``settings`` (voices with the hardware profile's onnxruntime options). ``profile`` is
+    :func:`agent.hardware.profile_or_reason`'s answer when the caller already has it.
+    ``notifier`` talks to systemd; by default it is taken from ``$NOTIFY_SOCKET`` (and the
+    variables are removed from the environment so that child processes cannot notify in our
+    name).
     """
 
     def __init__(self, settings: Settings, *, voices: VoiceLibrary | None = None,
-                 player: AudioPlayer | None = None, notifier: Notifier | None = None) -> None:
+                 player: AudioPlayer | None = None, notifier: Notifier | None = None,
+                 profile: tuple[Any, str | None] | None = None) -> None:
         self.settings = settings
         mqtt = settings.mqtt
         self.started_at = time.monotonic()
@@ -120,7 +124,7 @@ class AgentService:
         self.profile: Any
         """The :class:`agent.hardware.EffectiveProfile` in force, None if it cannot be resolved."""
         self._profile_error: str | None
-        self.profile, self._profile_error = profile_or_reason(settings)
+        self.profile, self._profile_error = profile or profile_or_reason(settings)
         self.health = Health(settings, liveness=self.liveness, thermal_limit_c=(
             self.profile.thermal.limit_c if self.profile is not None else None))
         self.profile_name: str | None = (self.profile.name if self.profile is not None

@@ -128,6 +128,8 @@ class VoiceLibrary:
         self._seen: dict[str, _Fingerprint] = {}
         self._last: dict[str, ReloadResult] = {}
         self._pending_since: dict[str, float] = {}
+        self._preloaded: dict[str, tuple[Voice | VoiceLoadError, _Fingerprint]] = {}
+        """Voices validated by :meth:`preload`, waiting for :meth:`get` to swap them in."""
 
     @classmethod
     def for_settings(cls, settings: Settings, on_event: EventSink | None = None,
@@ -168,7 +170,8 @@ class VoiceLibrary:
     # -- serving --------------------------------------------------------------------------
 
     def get(self, name: str | None = None) -> Voice:
-        """The live voice ``name`` (default voice when ``None``), loading it on first use.
+        """The live voice ``name`` (default voice when ``None``), loading it on first use (or
+        taking the one :meth:`preload` loaded).
 
         Raises :class:`VoiceNotFound` or :class:`VoiceLoadError`.
         """
@@ -181,10 +184,54 @@ class VoiceLibrary:
             with self._lock:
                 voice = self._live.get(name)
             if voice is None:
-                fingerprint = _fingerprint(self.bundle_dir(name))
-                voice = self._validate(name, fingerprint)
+                loaded, fingerprint = (self._preloaded.pop(name, None)
+                                       or self._load(name))
+                if isinstance(loaded, VoiceLoadError):
+                    raise loaded
+                voice = loaded
                 self._swap_in(name, voice, fingerprint)
             return voice
+
+    def preload(self, name: str | None = None) -> threading.Thread | None:
+        """Start loading voice ``name`` (default voice when ``None``) on a helper thread; the
+        next :meth:`get` of it waits for that load and swaps the voice in (reporting it then, so
+        ``on_event`` may still be set after this call). Returns the thread, or None when there
+        is no such voice (``get`` reports that).
+
+        The daemon calls this before importing the rest of itself: onnxruntime builds the session
+        and hashes the model without holding the GIL, so on two cores the imports and the load
+        proceed together (``bench/compare_piper.py``, start-up to READY).
+        """
+        name = name or self.default_voice
+        try:
+            self.bundle_dir(name)
+        except VoiceNotFound:
+            return None
+        self._reload_lock.acquire()  # released by the thread: get() waits for the load
+
+        def load() -> None:
+            try:
+                with self._lock:
+                    live = name in self._live
+                if not live:
+                    self._preloaded[name] = self._load(name)
+            except BaseException as exc:  # VoiceNotFound (gone meanwhile): get() reports it
+                log.warning("voice_preload_failed", voice=name, error=str(exc))
+            finally:
+                self._reload_lock.release()
+
+        thread = threading.Thread(target=load, name="voice-preload", daemon=True)
+        thread.start()
+        log.debug("voice_preload_started", voice=name)
+        return thread
+
+    def _load(self, name: str) -> tuple[Voice | VoiceLoadError, _Fingerprint]:
+        """Validate voice ``name`` as it is on disk now: the voice, or why it was refused."""
+        fingerprint = _fingerprint(self.bundle_dir(name))
+        try:
+            return self._validate(name, fingerprint), fingerprint
+        except VoiceLoadError as exc:
+            return exc, fingerprint
 
     def loaded(self) -> list[Voice]:
         """The live voices."""

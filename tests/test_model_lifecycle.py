@@ -16,6 +16,7 @@ import make_tiny_voice
 from agent.bundle import write_manifest
 from agent.model_watch import ModelWatcher, is_temporary
 from agent.settings import Settings
+from agent.voice import VoiceLoadError
 from agent.voices import VoiceLibrary, VoiceNotFound
 
 VOICE = make_tiny_voice.VOICE
@@ -276,3 +277,79 @@ def test_polling_observer_also_reloads(tiny_voice_dir: Path, tmp_path: Path) -> 
 )
 def test_temporary_files_are_ignored(name: str, temporary: bool) -> None:
     assert is_temporary(f"/models/v/{name}") is temporary
+
+
+def test_preload_loads_once_and_get_reports_it(tiny_voice_dir: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """``tts-agent run`` preloads the default voice before it has wired its event sink:
+    the voice is validated once, on the helper thread, and reported when ``get`` takes it."""
+    events = Events()
+    library = make_library(tiny_voice_dir.parent, events)
+    library.on_event = None
+    threads: list[str] = []
+    validate = VoiceLibrary._validate
+
+    def spy(self: VoiceLibrary, *args: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return validate(self, *args)
+
+    monkeypatch.setattr(VoiceLibrary, "_validate", spy)
+    thread = library.preload()
+    assert thread is not None
+    thread.join(30)
+    assert threads == ["voice-preload"]
+    assert events.items == [] and library.loaded() == []  # not live until get() takes it
+    library.on_event = events
+    voice = library.get()
+    assert library.get() is voice and library.loaded() == [voice]
+    assert threads == ["voice-preload"]
+    assert events.kinds() == ["model_loaded"] and events.items[0]["version"] == "1.0.0"
+    assert all(chunk.frames > 0 for chunk in voice.synthesize("Preloaded."))
+
+
+def test_get_waits_for_a_preload_in_progress(tiny_voice_dir: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    events = Events()
+    library = make_library(tiny_voice_dir.parent, events)
+    release = threading.Event()
+    calls: list[str] = []
+    validate = VoiceLibrary._validate
+
+    def slow(self: VoiceLibrary, *args: Any) -> Any:
+        calls.append(threading.current_thread().name)
+        assert release.wait(30)
+        return validate(self, *args)
+
+    monkeypatch.setattr(VoiceLibrary, "_validate", slow)
+    library.preload()
+    got: list[Any] = []
+    getter = threading.Thread(target=lambda: got.append(library.get()))
+    getter.start()
+    time.sleep(0.3)
+    assert got == []  # waiting for the preload, not loading a second copy
+    release.set()
+    getter.join(30)
+    assert len(got) == 1 and calls == ["voice-preload"]
+    assert events.kinds() == ["model_loaded"]
+
+
+def test_preload_of_a_broken_voice_fails_on_get(tiny_voice_dir: Path) -> None:
+    corrupt_wrong_hash(tiny_voice_dir)
+    events = Events()
+    library = make_library(tiny_voice_dir.parent, events)
+    thread = library.preload()
+    assert thread is not None
+    thread.join(30)
+    with pytest.raises(VoiceLoadError, match="sha256"):
+        library.get()
+    assert library.loaded() == []
+    with pytest.raises(VoiceLoadError, match="sha256"):
+        library.get()  # tried again from disk, not a cached failure
+
+
+def test_preload_of_a_missing_voice_does_nothing(tiny_voice_dir: Path) -> None:
+    library = make_library(tiny_voice_dir.parent, Events())
+    assert library.preload("no-such-voice") is None
+    with pytest.raises(VoiceNotFound):
+        library.get("no-such-voice")
+    assert library.get().name == VOICE  # the lock was not left taken

@@ -25,20 +25,28 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from agent.hardware import profile_or_reason
+    from agent.settings import Settings, load_settings
+    from agent.voices import VoiceLibrary
+
+    settings = settings_from_args(args)
+    config: Path | None = getattr(args, "config", None)
+    # The default voice starts loading now, on a helper thread: onnxruntime builds its session
+    # without the GIL while this thread imports the rest of the daemon (MQTT, audio, health).
+    profile = profile_or_reason(settings)
+    voices = VoiceLibrary.for_settings(settings, profile=profile[0])
+    voices.preload()
+
     from agent.logs import get_logger
     from agent.mqtt.client import ClientConfigError
     from agent.mqtt.topics import TopicError
     from agent.service import AgentService, run_until_signal
-    from agent.settings import Settings, load_settings
-
-    settings = settings_from_args(args)
-    config: Path | None = getattr(args, "config", None)
 
     def reread() -> Settings:
         return load_settings(config)
 
     try:
-        service = AgentService(settings)
+        service = AgentService(settings, voices=voices, profile=profile)
     except (ClientConfigError, TopicError) as exc:
         raise CommandError(str(exc), status=2) from exc
     status = run_until_signal(service, reread)
