@@ -184,8 +184,8 @@ class VoiceLibrary:
             with self._lock:
                 voice = self._live.get(name)
             if voice is None:
-                loaded, fingerprint = (self._preloaded.pop(name, None)
-                                       or self._load(name))
+                preloaded = self._preloaded.pop(name, None)
+                loaded, fingerprint = preloaded if preloaded is not None else self._load(name)
                 if isinstance(loaded, VoiceLoadError):
                     raise loaded
                 voice = loaded
