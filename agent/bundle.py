@@ -31,7 +31,9 @@ __all__ = [
     "MANIFEST_NAME",
     "Bundle",
     "BundleError",
+    "check_sha256",
     "import_voice",
+    "read_bundle",
     "read_manifest",
     "resolve_bundle_dir",
     "sha256_file",
@@ -51,7 +53,7 @@ class BundleError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Bundle:
-    """A verified bundle: where it is and what its manifest says."""
+    """A bundle: where it is and what its manifest says (verified by :func:`verify_bundle`)."""
 
     dir: Path
     voice: str
@@ -125,6 +127,15 @@ def verify_bundle(bundle_dir: Path, variant: str | None = None) -> Bundle:
     config) are checked and listed in :attr:`Bundle.sha256`: a 60 MB fp32 model is not hashed
     at every start of a device that runs the int8 one. Without it, every file is checked.
     """
+    bundle = read_bundle(bundle_dir, variant)
+    check_sha256(bundle)
+    return bundle
+
+
+def read_bundle(bundle_dir: Path, variant: str | None = None) -> Bundle:
+    """The bundle as its manifest describes it, with every file's size checked but not yet its
+    sha256: :attr:`Bundle.sha256` holds the manifest's values until :func:`check_sha256` has
+    confirmed them (:func:`verify_bundle` does both; a voice hashes while onnxruntime loads)."""
     data = read_manifest(bundle_dir)
     hashes: dict[str, str] = {}
     wanted = set(data["files"])
@@ -145,10 +156,7 @@ def verify_bundle(bundle_dir: Path, variant: str | None = None) -> Bundle:
             raise BundleError(f"{path}: missing (listed in the manifest)") from None
         if "size" in entry and size != entry["size"]:
             raise BundleError(f"{path}: size {size} != {entry['size']} in the manifest")
-        digest = sha256_file(path)
-        if digest != entry["sha256"]:
-            raise BundleError(f"{path}: sha256 does not match the manifest")
-        hashes[name] = digest
+        hashes[name] = entry["sha256"]
     for name in [data["config"], *data["variants"].values()]:
         if name in wanted and name not in hashes:
             raise BundleError(f"{bundle_dir / MANIFEST_NAME}: {name} has no sha256 entry")
@@ -162,6 +170,18 @@ def verify_bundle(bundle_dir: Path, variant: str | None = None) -> Bundle:
         sha256=hashes,
         source=str(data.get("source", "")),
     )
+
+
+def check_sha256(bundle: Bundle) -> None:
+    """Raise :class:`BundleError` unless every file of ``bundle`` has its manifest sha256."""
+    for name, expected in bundle.sha256.items():
+        path = bundle.dir / name
+        try:
+            digest = sha256_file(path)
+        except OSError as exc:
+            raise BundleError(f"{path}: unreadable: {exc}") from exc
+        if digest != expected:
+            raise BundleError(f"{path}: sha256 does not match the manifest")
 
 
 def write_manifest(

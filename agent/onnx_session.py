@@ -207,13 +207,15 @@ def plan_providers(
 
 def create_session(model_path: Path, runtime: RuntimeOptions,
                    model_sha256: str | None = None, *, part: str = "",
-                   graph: Callable[[], bytes] | None = None) -> tuple[Any, str]:
+                   graph: Callable[[], bytes] | None = None,
+                   before_reading: Callable[[], object] | None = None) -> tuple[Any, str]:
     """Load ``model_path`` into an ``InferenceSession``; returns it and the provider in use
     (onnxruntime's name, e.g. ``CPUExecutionProvider``).
 
     ``part`` and ``graph`` load a piece of that model instead (see :mod:`agent.model_split`):
     ``graph`` returns the piece's serialized ONNX and is only called when the optimised-model
-    cache does not already hold that ``part`` of the model.
+    cache does not already hold that ``part`` of the model. ``before_reading`` is called just
+    before ``model_path`` is read (a cache miss without ``graph``); it may raise to refuse.
 
     A provider that was wanted but is not used is logged as a warning (``onnx_provider_fallback``)
     and raises :class:`ProviderError` when ``runtime.require_provider`` is set.
@@ -244,6 +246,8 @@ def create_session(model_path: Path, runtime: RuntimeOptions,
                 ("session.optimized_model_external_initializers_file_name", data_name),
                 ("session.optimized_model_external_initializers_min_size_in_bytes",
                  str(_EXTERNAL_MIN_BYTES))))
+        if graph is None and before_reading is not None:
+            before_reading()
         source = graph() if graph is not None else str(model_path)
         session = ort.InferenceSession(source, sess_options=build_session_options(runtime),
                                        providers=plan)

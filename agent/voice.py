@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ import numpy as np
 
 from agent import streaming
 from agent.audio_format import AudioChunk
-from agent.bundle import Bundle, BundleError, verify_bundle
+from agent.bundle import Bundle, BundleError, check_sha256, read_bundle
 from agent.frontend import Frontend, Sentence
 from agent.logs import get_logger
 from agent.onnx_session import RuntimeOptions
@@ -117,7 +118,11 @@ class Voice:
         stream_first_frames: int = streaming.FIRST_FRAMES,
         stream_growth: int | None = None,
         stream_max_window_frames: int = streaming.MAX_WINDOW_FRAMES,
+        verified: Callable[[], object] | None = None,
     ) -> None:
+        """``verified``, when given, returns once ``bundle``'s files match their sha256 and
+        raises :class:`BundleError` otherwise (see :meth:`load`); it is called before the model
+        file is read and before the first inference. Without it, ``bundle`` must be verified."""
         started = time.monotonic()
         self.bundle = bundle
         self.name = bundle.voice
@@ -135,14 +140,16 @@ class Voice:
         self.frontend = Frontend(self.config.espeak_voice, self.config.phoneme_id_map,
                                  max_chars=max_chars, cache_size=phoneme_cache_size)
         model_path = bundle.model_path(variant)
+        verify: Callable[[], object] = verified or (lambda: None)
         try:
             self.engine = open_session(model_path, runtime or RuntimeOptions(),
                                        bundle.sha256.get(model_path.name),
-                                       split=stream_first_frames > 0)
+                                       split=stream_first_frames > 0, before_reading=verify)
         except BundleError:
             raise
         except Exception as exc:  # onnxruntime raises its own exception types
             raise VoiceLoadError(f"{model_path}: onnxruntime cannot load it: {exc}") from exc
+        verify()  # a session from the optimised-model cache never read the model file
         self.session, self.provider = self.engine.session, self.engine.provider
         self._check_signature()
         self.window_plan: WindowPlan | None = None
@@ -163,12 +170,20 @@ class Voice:
 
     @classmethod
     def load(cls, bundle_dir: Path, **kwargs: Any) -> Voice:
-        """Verify the bundle in ``bundle_dir`` against its manifest, then load it."""
+        """Load the bundle in ``bundle_dir``, verified against its manifest.
+
+        The files are hashed on a helper thread while onnxruntime builds the session from the
+        optimised-model cache (both release the GIL, so a second core takes the hashing off the
+        start-up path); the model file itself is read only after it matched, and nothing runs
+        before the hashes did.
+        """
         try:
-            bundle = verify_bundle(bundle_dir, kwargs.get("variant", "fp32"))
+            bundle = read_bundle(bundle_dir, kwargs.get("variant", "fp32"))
+            with ThreadPoolExecutor(1, thread_name_prefix="sha256") as pool:
+                hashing = pool.submit(check_sha256, bundle)
+                return cls(bundle, verified=hashing.result, **kwargs)
         except BundleError as exc:
             raise VoiceLoadError(str(exc)) from exc
-        return cls(bundle, **kwargs)
 
     @property
     def sha256(self) -> str:

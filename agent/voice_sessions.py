@@ -9,13 +9,14 @@ later loads neither import ``onnx`` nor measure again.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from agent.bundle import BundleError
 from agent.logs import get_logger
 from agent.memory import trim_heap
 from agent.model_split import DECODE_INPUT, LATENT_INPUT, DecoderGraph, SplitError, split_model
@@ -79,26 +80,35 @@ class VoiceSession:
 
 
 def open_session(model_path: Path, runtime: RuntimeOptions, model_sha256: str | None, *,
-                 split: bool) -> VoiceSession:
+                 split: bool, before_reading: Callable[[], object] = lambda: None
+                 ) -> VoiceSession:
     """The session for ``model_path``: switchable when ``split`` is asked for and the graph is a
     Piper VITS graph, else the whole graph. Streaming is an optimisation: when the switchable
-    graph cannot be made or loaded, the voice still loads whole (logged), never fails for it."""
+    graph cannot be made or loaded, the voice still loads whole (logged), never fails for it.
+
+    ``before_reading`` is called before ``model_path`` itself is read (only when the
+    optimised-model cache lacks it); it raises :class:`~agent.bundle.BundleError` for a model
+    that does not match its manifest, which is never read."""
     if split:
         try:
-            return _split_session(model_path, runtime, model_sha256)
+            return _split_session(model_path, runtime, model_sha256, before_reading)
+        except BundleError:
+            raise
         except SplitError as exc:
             log.info("voice_not_split", model=str(model_path), reason=str(exc))
         except Exception as exc:  # onnx/onnxruntime raise their own types
             log.warning("voice_split_failed", model=str(model_path), error=repr(exc))
-    session, provider = create_session(model_path, runtime, model_sha256=model_sha256)
+    session, provider = create_session(model_path, runtime, model_sha256=model_sha256,
+                                       before_reading=before_reading)
     return VoiceSession(session, provider)
 
 
-def _split_session(model_path: Path, runtime: RuntimeOptions,
-                   model_sha256: str | None) -> VoiceSession:
+def _split_session(model_path: Path, runtime: RuntimeOptions, model_sha256: str | None,
+                   before_reading: Callable[[], object]) -> VoiceSession:
     built: list[bool] = []
 
     def build() -> bytes:
+        before_reading()
         built.append(True)
         return split_model(model_path, _measure)
 

