@@ -221,7 +221,11 @@ class VoiceLibrary:
                 self._reload_lock.release()
 
         thread = threading.Thread(target=load, name="voice-preload", daemon=True)
-        thread.start()
+        try:
+            thread.start()
+        except BaseException:  # no thread (resource limits): get() loads it itself
+            self._reload_lock.release()
+            raise
         log.debug("voice_preload_started", voice=name)
         return thread
 
