@@ -136,13 +136,10 @@ class VoiceLibrary:
                      profile: Any = None) -> VoiceLibrary:
         """A library whose sessions use the effective hardware profile (threads, variant).
 
-        ``profile`` is an :class:`agent.hardware.EffectiveProfile`; when None it is resolved here,
-        and when it cannot be resolved the library runs with one thread and fp32 (logged).
+        ``profile`` is what :func:`agent.hardware.profile_or_reason` resolved: an
+        :class:`agent.hardware.EffectiveProfile`, or None when there is none (then the library
+        runs with one thread and fp32).
         """
-        if profile is None:
-            from agent.hardware import profile_or_reason
-
-            profile, _ = profile_or_reason(settings)
         if profile is None:
             return cls(settings, on_event=on_event)
         return cls(settings, runtime=profile.runtime_options(),

@@ -47,11 +47,13 @@ def register(subparsers: Any) -> None:
 
 
 def _voice(settings: Settings, name: str | None) -> Voice:
+    from agent.hardware import profile_or_reason
     from agent.voice import VoiceLoadError
     from agent.voices import VoiceLibrary, VoiceNotFound
 
+    profile, _ = profile_or_reason(settings)  # None: one thread, fp32
     try:
-        return VoiceLibrary.for_settings(settings).get(name)
+        return VoiceLibrary.for_settings(settings, profile=profile).get(name)
     except (VoiceNotFound, VoiceLoadError) as exc:
         raise CommandError(str(exc)) from exc
 
