@@ -104,13 +104,14 @@ def split_model(model_path: Path, measure: Measure | None = None) -> bytes:
     result.ir_version = model.ir_version
     result.metadata_props.extend(model.metadata_props)
     if measure is not None:
+        reads = _reads(decoder_nodes)
         alone = helper.make_graph(
             decoder_nodes, "decoder",
             [helper.make_tensor_value_info(LATENT_INPUT, TensorProto.FLOAT,
                                            [*frame_shape, "frames"]),
-             *(i for i in graph.input if i.name in _reads(decoder_nodes))],
+             *(i for i in graph.input if i.name in reads)],
             [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)],
-            initializer=[*own, *(w for w in outer.values() if w.name in _reads(decoder_nodes))])
+            initializer=[*own, *(w for w in outer.values() if w.name in reads)])
         probe = helper.make_model(alone, opset_imports=list(model.opset_import))
         probe.ir_version = model.ir_version
         for key, value in measure(DecoderGraph(probe.SerializeToString(), frame_shape)).items():
