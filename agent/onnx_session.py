@@ -270,10 +270,10 @@ _CACHE_KEEP = 8
 _EXTERNAL_MIN_BYTES = 1024
 """Cached graphs keep their weights (initializers of at least this size) in a data file next to
 them: onnxruntime then parses a small graph and reads the weights straight from that file
-(``bench/streaming_memory.py``: session 129 instead of 171 ms for en_US-joe-medium int8, 15 MiB
-less at load). Each write
-gets a data file of its own (``<key>-<token>.data``, named inside the graph), so a file another
-process is reading is never rewritten; a newer entry's publication deletes the older ones."""
+(``bench/streaming_memory.py``: session 133 instead of 183 ms for en_US-joe-medium int8, 15 MiB
+less at load). Each write gets a data file of its own (``<key>-<token>.data``, named inside the
+graph), so a file another process is reading is never rewritten; a newer entry's publication
+deletes the older ones."""
 
 
 def _cpu_flags_digest() -> str:

@@ -51,7 +51,7 @@ GROWTH = 8
 MAX_WINDOW_FRAMES = 64
 """Default longest window (0.74 s at 22.05 kHz). It bounds the decoder's working memory, and
 costs nothing: on en_US-joe-medium int8, 64-frame windows are as fast as 400-frame ones or
-faster (smaller working sets) and keep the peak RSS at 150 instead of 205-226 MiB
+faster (smaller working sets) and keep the peak RSS at ~152 instead of ~208 MiB
 (``bench/streaming_memory.py``)."""
 MAX_PAD = 64
 """Most latent frames of context searched for on each side of a window."""

@@ -2,8 +2,8 @@
 
 ``Voice.synthesize`` turns text into 16-bit PCM :class:`AudioChunk` s, lazily, so a caller can
 start playing the first sentence while the next is synthesized: one chunk per sentence, except
-that a Piper voice streams a request's first sentence (and any very long one) in decoder windows
-(see :mod:`agent.streaming`), so its first part plays while the rest is decoded. The model is
+that a Piper voice streams a request's first sentence in decoder windows (see
+:mod:`agent.streaming`), so its first part plays while the rest is decoded. The model is
 warmed up at load (one short inference), so the first real request does not pay for
 onnxruntime's lazy initialisation, and a model that produces silence or NaNs is refused.
 """

@@ -167,6 +167,7 @@ def test_model_is_hashed_before_onnxruntime_reads_it(tiny_voice_dir: Path,
     assert not list((tmp_path / "ort").glob("*.onnx"))
 
 
+@pytest.mark.voice
 @pytest.mark.parametrize("streaming", [True, False], ids=["switchable", "whole"])
 def test_cached_session_is_not_used_for_a_damaged_model(real_voice_dir: Path, tmp_path: Path,
                                                         streaming: bool) -> None:
