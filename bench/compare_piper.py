@@ -43,7 +43,6 @@ import json
 import os
 import platform
 import re
-import resource
 import statistics
 import subprocess
 import sys
@@ -54,14 +53,10 @@ from typing import Any
 
 import daemon_startup
 import numpy as np
+from workload import HELDOUT, PARAGRAPH, ROOT, VOICE, read_lines, status_kib
 
-ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-VOICE = "en_US-joe-medium"
-SENTENCES = ROOT / "bench" / "corpus" / "heldout.txt"
-PARAGRAPH = ("Good afternoon and welcome to the central library. The reading rooms on the "
-             "first floor are open until eight. Please return borrowed books at the front desk.")
 FIRST_TEXT = "Welcome."
 REPEATED = "Attention please: the lift on platform two is out of order. We apologise."
 CACHE_ENV = "TTS_AGENT_BENCH_CACHE"
@@ -220,22 +215,9 @@ def child(args: argparse.Namespace) -> int:
     next(synth(FIRST_TEXT))
     print("first-audio", flush=True)
     list(synth(PARAGRAPH))
-    list(synth(max(read_lines(SENTENCES), key=len)))
-    print(json.dumps({"maxrss_kib": peak_rss_kib()}), flush=True)
+    list(synth(max(read_lines(HELDOUT), key=len)))
+    print(json.dumps({"maxrss_kib": status_kib("VmHWM")}), flush=True)
     return 0
-
-
-def peak_rss_kib() -> int:
-    """This process's peak resident set size (KiB).
-
-    ``VmHWM`` from /proc: ``getrusage``'s ``ru_maxrss`` survives fork+exec on Linux, so a child
-    would report its parent's peak when the parent was bigger.
-    """
-    with open("/proc/self/status", encoding="ascii") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
 
 class Recogniser:
@@ -285,11 +267,6 @@ def word_error_rate(engines: dict[str, Synth], sentences: list[str], rate: int) 
 
 
 # --- report --------------------------------------------------------------------------------
-
-
-def read_lines(path: Path) -> list[str]:
-    return [s.strip() for s in path.read_text(encoding="utf-8").splitlines()
-            if s.strip() and not s.startswith("#")]
 
 
 def resolve(models_dir: Path) -> Path:
@@ -375,7 +352,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models-dir", type=Path, default=ROOT / "models")
     parser.add_argument("--variant", default="int8", help="our shipped variant (default int8)")
-    parser.add_argument("--sentences", type=Path, default=SENTENCES)
+    parser.add_argument("--sentences", type=Path, default=HELDOUT)
     parser.add_argument("--reps", type=int, default=2, help="passes over the sentences (RTF)")
     parser.add_argument("--startup-runs", type=int, default=5)
     parser.add_argument("--json", type=Path, help="also write the raw results here")

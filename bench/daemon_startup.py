@@ -33,12 +33,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from workload import PARAGRAPH, ROOT, VOICE, status_kib
+
 sys.path.insert(0, str(ROOT))
 
-VOICE = "en_US-joe-medium"
-PARAGRAPH = ("Good afternoon and welcome to the central library. The reading rooms on the "
-             "first floor are open until eight. Please return borrowed books at the front desk.")
 STACK = {"python": "",
          "python + numpy + onnxruntime + pydantic-settings + structlog":
              "import numpy, onnxruntime, pydantic_settings, structlog"}
@@ -66,13 +64,6 @@ def stack_cost(runs: int) -> dict[str, dict[str, float]]:
             rss.append(int(done.stdout) / 1024)
         out[label] = {"s": statistics.median(seconds), "rss_mib": statistics.median(rss)}
     return out
-
-
-def _status_kib(pid: int, field: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text(encoding="ascii").splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise RuntimeError(f"no {field} for {pid}")
 
 
 def _agent_env(work: Path, models_dir: Path, variant: str, port: int,
@@ -159,7 +150,7 @@ def _one_start(env: dict[str, str], run: int, channel: tuple[Any, Any, Any]
                 raise RuntimeError("the daemon never accepted a speak command")
             if not clock.wait([(request, "final")], 120):
                 raise RuntimeError("the speak command never finished")
-            rss = _status_kib(process.pid, "VmHWM") / 1024
+            rss = status_kib("VmHWM", process.pid) / 1024
         finally:
             process.terminate()
             process.wait(30)

@@ -29,12 +29,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from workload import BUNDLE, HELDOUT, ROOT, VOICE
 
-ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-BUNDLE = ROOT / "models" / "en_US-joe-medium"
-HELDOUT = ROOT / "bench" / "corpus" / "heldout.txt"
 ENCODER = re.compile(r"^/enc_p/")
 
 
@@ -133,8 +131,8 @@ def main() -> int:
     from agent.logs import configure_logging
 
     configure_logging("error")
-    fp32 = BUNDLE / "en_US-joe-medium.onnx"
-    shipped = BUNDLE / "en_US-joe-medium.int8.onnx"
+    fp32 = BUNDLE / f"{VOICE}.onnx"
+    shipped = BUNDLE / f"{VOICE}.int8.onnx"
     encoder_bytes = sum(np.prod(w.dims) * 4 for _, w in _encoder_weights(onnx.load(shipped)))
     print(f"shipped int8 model {shipped.stat().st_size / 2**20:.1f} MiB, of which fp32 encoder "
           f"Conv/MatMul weights {encoder_bytes / 2**20:.1f} MiB")

@@ -22,18 +22,10 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from compare_piper import (
-    ENGINES,
-    ROOT,
-    Recogniser,
-    edit_distance,
-    make_engine,
-    read_lines,
-    resolve,
-    words,
-)
+from compare_piper import ENGINES, Recogniser, edit_distance, make_engine, resolve, words
+from workload import CORPUS, ROOT, read_lines
 
-CORPUS = ROOT / "bench" / "corpus" / "intelligibility.txt"
+SENTENCES = CORPUS / "intelligibility.txt"
 
 
 def errors_per_sentence(noise: bool, sentences: list[str], bundle_dir: Path, threads: int,
@@ -67,7 +59,7 @@ def interval(errors: dict[str, np.ndarray], a: str, b: str, resamples: int
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models-dir", type=Path, default=ROOT / "models")
-    parser.add_argument("--sentences", type=Path, default=CORPUS)
+    parser.add_argument("--sentences", type=Path, default=SENTENCES)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--resamples", type=int, default=2000)
     args = parser.parse_args()

@@ -16,12 +16,11 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from workload import BUNDLE, ROOT, status_kib
+
 sys.path.insert(0, str(ROOT))
 
-BUNDLE = ROOT / "models" / "en_US-joe-medium"
 SETTINGS = {
     "default (arena + memory patterns on)": {},
     "arena and memory patterns off": {"enable_cpu_mem_arena": False, "enable_mem_pattern": False},
@@ -30,10 +29,7 @@ SETTINGS = {
 
 
 def status_mib(field: str) -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    return status_kib(field) / 1024
 
 
 def child(variant: str, setting: str, runs: int) -> None:

@@ -32,28 +32,20 @@ from pathlib import Path
 from typing import Any
 
 import daemon_startup
+from workload import BUNDLE, HELDOUT, PARAGRAPH, ROOT, read_lines, status_kib
 
-ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-BUNDLE = ROOT / "models" / "en_US-joe-medium"
-HELDOUT = ROOT / "bench" / "corpus" / "heldout.txt"
-PARAGRAPH = ("Good afternoon and welcome to the central library. The reading rooms on the "
-             "first floor are open until eight. Please return borrowed books at the front desk.")
 WINDOWS = {"streaming off": {"stream_first_frames": 0},
            "400-frame windows": {"stream_max_window_frames": 400},
            "64-frame windows (default)": {}}
 
 
 def status_mib(field: str) -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    return status_kib(field) / 1024
 
 
 def lines() -> list[str]:
-    return [s.strip() for s in HELDOUT.read_text(encoding="utf-8").splitlines()
-            if s.strip() and not s.startswith("#")]
+    return read_lines(HELDOUT)
 
 
 def child_windows(cache: Path, threads: int, setting: str, reps: int) -> dict[str, Any]:

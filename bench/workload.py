@@ -1,0 +1,37 @@
+"""What the benches run on, in one place: the voice, its bundle, the sentence files, the
+3-sentence paragraph, and the process figures they read from ``/proc``.
+
+Every bench that compares first audio or peak RSS with another says the same paragraph, so the
+figures of ``compare_piper.py``, ``daemon_startup.py`` and ``streaming_memory.py`` line up.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VOICE = "en_US-joe-medium"
+BUNDLE = ROOT / "models" / VOICE
+CORPUS = ROOT / "bench" / "corpus"
+HELDOUT = CORPUS / "heldout.txt"
+"""The quality gate's held-out sentences (never used for calibration)."""
+PARAGRAPH = ("Good afternoon and welcome to the central library. The reading rooms on the "
+             "first floor are open until eight. Please return borrowed books at the front desk.")
+
+
+def read_lines(path: Path) -> list[str]:
+    """The non-empty lines of a sentence file, ``#`` comment lines left out."""
+    return [s.strip() for s in path.read_text(encoding="utf-8").splitlines()
+            if s.strip() and not s.startswith("#")]
+
+
+def status_kib(field: str, pid: int | str = "self") -> int:
+    """A ``/proc/<pid>/status`` figure in KiB (``VmRSS``, ``VmHWM``, ...).
+
+    ``VmHWM`` is the peak RSS; ``getrusage``'s ``ru_maxrss`` is not used because it survives
+    fork+exec on Linux, so a child would report its parent's peak when the parent was bigger.
+    """
+    for line in Path(f"/proc/{pid}/status").read_text(encoding="ascii").splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"/proc/{pid}/status has no {field}")
