@@ -13,13 +13,13 @@ every connect, ``offline`` as the Last Will, ``stopped`` on a clean shutdown.
 
 Health and systemd (see the README, "Health and running as a service"):
 
-- :class:`~agent.health.Health` gathers the snapshot: request counts and timings (fed by the
-  :class:`~agent.mqtt.tracker.RequestTracker`), the workers' liveness, and one section per
+- :class:`~agent.health.snapshot.Health` gathers the snapshot: request counts and timings (fed by
+  the :class:`~agent.mqtt.tracker.RequestTracker`), the workers' liveness, and one section per
   part (``voices``, ``audio``, ``mqtt``, ``queue``, ``hardware``, ``phrase_cache``).
-- :class:`~agent.health_reporter.HealthReporter` publishes it retained on
+- :class:`~agent.health.reporter.HealthReporter` publishes it retained on
   ``{prefix}/{device}/health`` (only while connected; a fresh one after every connect and
   every ``ping``) and keeps systemd's ``STATUS=`` line current.
-- :class:`~agent.liveness.Watchdog` sends ``WATCHDOG=1`` only while the synthesis worker,
+- :class:`~agent.health.liveness.Watchdog` sends ``WATCHDOG=1`` only while the synthesis worker,
   the audio player and the MQTT network loop make progress.
 - :func:`run_until_signal` sends ``READY=1`` once the default voice is loaded and warm,
   ``RELOADING=1`` ... ``READY=1`` around a SIGHUP reload and ``STOPPING=1`` on SIGTERM/SIGINT.
@@ -39,11 +39,13 @@ from typing import TYPE_CHECKING, Any
 from agent import __version__
 from agent.audio.player import AudioPlayer
 from agent.hardware import profile_or_reason
-from agent.health import Health, summary_line
-from agent.health_reporter import HealthReporter
-from agent.liveness import Liveness, Watchdog
+from agent.health.liveness import Liveness, Watchdog
+from agent.health.reporter import HealthReporter
+from agent.health.sdnotify import Notifier
+from agent.health.snapshot import Health, summary_line
+from agent.library.voices import VoiceLibrary, VoiceNotFound
+from agent.library.watch import ModelWatcher
 from agent.logs import configure_logging, get_logger
-from agent.model_watch import ModelWatcher
 from agent.mqtt.client import MqttClient, OutboundMessage, Publication
 from agent.mqtt.dispatch import Dispatcher, ReloadError
 from agent.mqtt.intake import Intake, Request
@@ -56,15 +58,13 @@ from agent.mqtt.protocol import (
     to_payload,
 )
 from agent.mqtt.publisher import EventPublisher
-from agent.mqtt.speech import JobQueue, SynthesisWorker
 from agent.mqtt.topics import Namespace
 from agent.mqtt.tracker import RequestTracker
-from agent.onnx_session import pin_current_thread
-from agent.phrase_cache import PhraseWarmer, open_phrase_cache
-from agent.sdnotify import Notifier
+from agent.pipeline.phrase_cache import PhraseWarmer, open_phrase_cache
+from agent.pipeline.worker import JobQueue, SynthesisWorker
 from agent.settings import Settings
-from agent.voice import VoiceLoadError
-from agent.voices import VoiceLibrary, VoiceNotFound
+from agent.voice.onnx_session import pin_current_thread
+from agent.voice.voice import VoiceLoadError
 
 if TYPE_CHECKING:
     from agent.audio.item import PlaybackEvent

@@ -24,7 +24,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from agent import streaming
+from agent.voice import streaming
 
 __all__ = [
     "DEFAULT_CONFIG_PATH",

@@ -76,8 +76,8 @@ def our_voice(bundle_dir: Path, variant: str, threads: int, *, stream: bool = Tr
     """Our voice as the agent loads it: streaming on with the default windows, its
     optimised-model cache in the bench's cache dir; clause splitting off (Piper has none, and
     the bench's sentences are compared whole)."""
-    from agent.onnx_session import RuntimeOptions
-    from agent.voice import Voice
+    from agent.voice.onnx_session import RuntimeOptions
+    from agent.voice.voice import Voice
 
     cache = os.environ.get(CACHE_ENV)
     runtime = RuntimeOptions(intra_op_threads=threads,
@@ -88,7 +88,7 @@ def our_voice(bundle_dir: Path, variant: str, threads: int, *, stream: bool = Tr
 
 def ours(bundle_dir: Path, variant: str, threads: int, *, noise: bool = True,
          stream: bool = True) -> Synth:
-    from agent.voice import SynthesisParams
+    from agent.voice.voice import SynthesisParams
 
     voice = our_voice(bundle_dir, variant, threads, stream=stream)
     params = None if noise else SynthesisParams(noise_scale=0.0, noise_w=0.0)
@@ -170,8 +170,8 @@ def cached_first_audio(bundle_dir: Path, variant: str, piper_synth: Synth,
                        reps: int) -> dict[str, float]:
     """Median seconds to the first audio of a phrase said before: ours from the phrase cache
     (normalise, key, read and check the entry), Piper synthesizing it again (it has no cache)."""
-    from agent.phrase_cache import PhraseCache, cached_synthesis
-    from agent.voice import SynthesisParams
+    from agent.pipeline.phrase_cache import PhraseCache, cached_synthesis
+    from agent.voice.voice import SynthesisParams
 
     cache = PhraseCache(Path(os.environ[CACHE_ENV]) / "phrases", 64 << 20)
     samples: dict[str, list[float]] = {"ours-int8": [], "ours-fp32": [], "piper": []}
@@ -270,7 +270,7 @@ def word_error_rate(engines: dict[str, Synth], sentences: list[str], rate: int) 
 
 
 def resolve(models_dir: Path) -> Path:
-    from agent.bundle import resolve_bundle_dir
+    from agent.voice.bundle import resolve_bundle_dir
 
     return resolve_bundle_dir(models_dir / VOICE)
 
@@ -364,7 +364,7 @@ def main() -> int:
     import onnxruntime
 
     from agent.logs import configure_logging
-    from agent.voice import VoiceConfig
+    from agent.voice.voice import VoiceConfig
 
     configure_logging("warning")
     import tempfile

@@ -104,10 +104,10 @@ def as_int8_weights(node: Any, weight: np.ndarray) -> tuple[list[Any], Any]:
 
 def gate(fp32: Path, candidate: Path, threads: int) -> dict[str, Any]:
     """The quality gate's measurements (noise 0, held-out sentences) of ``candidate``."""
-    from agent.frontend import Frontend
-    from agent.onnx_session import RuntimeOptions, create_session
-    from agent.quantize import measure_quality, read_sentences, sentence_feeds
-    from agent.voice import VoiceConfig
+    from agent.quantize.recipe import measure_quality, read_sentences, sentence_feeds
+    from agent.text.frontend import Frontend
+    from agent.voice.onnx_session import RuntimeOptions, create_session
+    from agent.voice.voice import VoiceConfig
 
     config = VoiceConfig.from_file(fp32.with_name(fp32.name + ".json"))
     frontend = Frontend(config.espeak_voice, config.phoneme_id_map)

@@ -64,7 +64,7 @@ def main() -> int:
     parser.add_argument("--resamples", type=int, default=2000)
     args = parser.parse_args()
     from agent.logs import configure_logging
-    from agent.voice import VoiceConfig
+    from agent.voice.voice import VoiceConfig
 
     configure_logging("warning")
     bundle_dir = resolve(args.models_dir)

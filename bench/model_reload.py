@@ -25,11 +25,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from agent.bundle import verify_bundle, write_manifest  # noqa: E402
+from agent.library.voices import VoiceLibrary  # noqa: E402
+from agent.library.watch import ModelWatcher  # noqa: E402
 from agent.logs import configure_logging  # noqa: E402
-from agent.model_watch import ModelWatcher  # noqa: E402
 from agent.settings import Settings  # noqa: E402
-from agent.voices import VoiceLibrary  # noqa: E402
+from agent.voice.bundle import verify_bundle, write_manifest  # noqa: E402
 
 VOICE = "en_US-joe-medium"
 

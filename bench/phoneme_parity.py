@@ -4,7 +4,7 @@
                                              [--summary-only] [--json OUT]
 
 For every line of the corpus (default ``bench/corpus/parity.txt``) it compares the phoneme ids
-the agent feeds the model (``agent.frontend.Frontend``, which is what ``Voice`` synthesizes)
+the agent feeds the model (``agent.text.frontend.Frontend``, which is what ``Voice`` synthesizes)
 with a reference, per sentence as the reference groups them, and prints for each pair:
 
 * identical sentences: % of reference sentences whose id sequences are identical;
@@ -111,7 +111,7 @@ def _worker_piper_tts(corpus: list[str], voice_dir: Path) -> dict[str, Any]:
 def _worker_training(corpus: list[str], voice_dir: Path) -> dict[str, Any]:
     from piper_phonemize import phoneme_ids_espeak, phonemize_espeak  # type: ignore[import-untyped]
 
-    from agent.espeak import EspeakPhonemizer
+    from agent.text.espeak import EspeakPhonemizer
 
     _, config = _voice_files(voice_dir)
     espeak_voice = json.loads(config.read_text(encoding="utf-8"))["espeak"]["voice"]
@@ -141,8 +141,8 @@ def _worker_training(corpus: list[str], voice_dir: Path) -> dict[str, Any]:
 
 def _worker_ours(corpus: list[str], voice_dir: Path, library: str | None, data: str | None,
                  terminator_api: bool) -> dict[str, Any]:
-    from agent.espeak import EspeakPhonemizer
-    from agent.frontend import Frontend, TextError, normalize_text
+    from agent.text.espeak import EspeakPhonemizer
+    from agent.text.frontend import Frontend, TextError, normalize_text
 
     _, config_path = _voice_files(voice_dir)
     config = json.loads(config_path.read_text(encoding="utf-8"))

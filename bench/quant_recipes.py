@@ -3,19 +3,19 @@
     .venv/bin/python bench/quant_recipes.py [--recipes 1,7,last] [--sentences N]
         [--calibration N] [--threads 1] [--reps 1] [--json results.json]
 
-Every row of the README's table is a named :class:`agent.quantize.Recipe` here (:func:`rows`, in
-the table's order; the last row is :data:`agent.quantize.DEFAULT_RECIPE`). For each recipe the
-fp32 voice (models/en_US-joe-medium) is quantized into a temporary directory with
-:func:`agent.quantize.quantize_model`, calibrated on ``bench/corpus/calibration.txt`` made into
-model inputs by the voice's own frontend (:func:`agent.quantize.sentence_feeds`, noise scales 0,
-as ``tts-agent quantize`` does), then judged on ``bench/corpus/heldout.txt``:
+Every row of the README's table is a named :class:`agent.quantize.recipe.Recipe` here
+(:func:`rows`, in the table's order; the last row is :data:`agent.quantize.recipe.DEFAULT_RECIPE`).
+For each recipe the fp32 voice (models/en_US-joe-medium) is quantized into a temporary directory
+with :func:`agent.quantize.recipe.quantize_model`, calibrated on ``bench/corpus/calibration.txt``
+made into model inputs by the voice's own frontend (:func:`agent.quantize.recipe.sentence_feeds`,
+noise scales 0, as ``tts-agent quantize`` does), then judged on ``bench/corpus/heldout.txt``:
 
 * speed: fp32 time / int8 time per model input, noise scales 0, both sessions (built by
-  :func:`agent.onnx_session.create_session`, ``--threads`` intra-op threads) run interleaved input
-  by input, the order alternating; the median over the inputs (and ``--reps`` passes);
+  :func:`agent.voice.onnx_session.create_session`, ``--threads`` intra-op threads) run interleaved
+  input by input, the order alternating; the median over the inputs (and ``--reps`` passes);
 * durations: whether every held-out input gives exactly the fp32 sample count;
 * spectral SNR min and log-mel distance median / max against fp32 (noise 0), as the quality gate
-  measures them (:func:`agent.quantize.measure_quality`);
+  measures them (:func:`agent.quantize.recipe.measure_quality`);
 * word error rate (pocketsphinx, ``bench/compare_piper.py``'s recogniser) of the int8 audio with
   noise scales 0 and with the voice's default noise (onnxruntime's random seed is fixed before
   each noisy session, so reruns hear the same noise); the fp32 figures once, in the header.
@@ -68,12 +68,12 @@ class Row:
     label: str
     """The row's label in the README's table."""
     recipe: Any
-    """An :class:`agent.quantize.Recipe`."""
+    """An :class:`agent.quantize.recipe.Recipe`."""
 
 
 def rows() -> list[Row]:
     """The README's recipe-search rows, in its order (min/max calibration unless noted)."""
-    from agent.quantize import DEFAULT_RECIPE
+    from agent.quantize.recipe import DEFAULT_RECIPE
 
     def only(pattern: str) -> tuple[str, ...]:
         """keep_fp32 for "only the nodes matching ``pattern`` in int8"."""
@@ -191,7 +191,7 @@ def noisy_audio(model: Path, runtime: Any, lines: Sequence[Line]) -> list[np.nda
     """Audio at the voice's default noise, from a session made right after fixing the seed."""
     import onnxruntime
 
-    from agent.onnx_session import create_session
+    from agent.voice.onnx_session import create_session
 
     onnxruntime.set_seed(NOISE_SEED)
     session, _ = create_session(model, runtime)
@@ -216,13 +216,13 @@ class Bench:
 
     def evaluate(self, recipe: Any) -> dict[str, Any]:
         """Quantize with ``recipe`` and measure it; ``{"error": ...}`` when that fails."""
-        from agent.onnx_session import create_session
-        from agent.quantize import (
+        from agent.quantize.recipe import (
             CalibrationReader,
             QuantizeError,
             measure_quality,
             quantize_model,
         )
+        from agent.voice.onnx_session import create_session
 
         result: dict[str, Any] = {"recipe": recipe.to_json()}
         with tempfile.TemporaryDirectory(prefix="quant-recipe-") as tmp:
@@ -309,10 +309,10 @@ def prepare(args: argparse.Namespace, cache_dir: Path) -> tuple[Bench, int]:
     """Model inputs, the fp32 session and the recogniser; and the calibration line count."""
     from compare_piper import Recogniser
 
-    from agent.frontend import Frontend
-    from agent.onnx_session import RuntimeOptions, create_session
-    from agent.quantize import read_sentences, sentence_feeds
-    from agent.voice import VoiceConfig
+    from agent.quantize.recipe import read_sentences, sentence_feeds
+    from agent.text.frontend import Frontend
+    from agent.voice.onnx_session import RuntimeOptions, create_session
+    from agent.voice.voice import VoiceConfig
 
     config = VoiceConfig.from_file(MODEL.with_name(MODEL.name + ".json"))
     frontend = Frontend(config.espeak_voice, config.phoneme_id_map)

@@ -9,13 +9,13 @@ Every figure comes from a fresh Python process, so memory peaks never mix:
   own request, so each first sentence streams), first audio of the 3-sentence paragraph
   (median of 5), peak RSS after load and after the paragraph and the longest sentence;
 * **start-up**, optimised-model cache warm: the cost of each step up to a warm voice (imports of
-  numpy, onnxruntime and ``agent.voice``, byte-compiled as ``pip install`` leaves them; the
+  numpy, onnxruntime and ``agent.voice.voice``, byte-compiled as ``pip install`` leaves them; the
   sha256 check; the session from the cache; the warm-up), RSS after the imports and after the
   load, and the check and the session together as ``Voice.load`` runs them (hashing on a second
   thread while onnxruntime builds the session);
 * **cache format**: building the session from the cache with the weights in a data file of
   their own (shipped) and inside the graph, and RSS at load (``--child`` patches
-  ``agent.onnx_session._EXTERNAL_MIN_BYTES`` for the second);
+  ``agent.voice.onnx_session._EXTERNAL_MIN_BYTES`` for the second);
 * **first load** (empty cache): load time and peak RSS while the switchable graph is built.
 """
 
@@ -50,8 +50,8 @@ def lines() -> list[str]:
 
 def child_windows(cache: Path, threads: int, setting: str, reps: int) -> dict[str, Any]:
     from agent.logs import configure_logging
-    from agent.onnx_session import RuntimeOptions
-    from agent.voice import Voice
+    from agent.voice.onnx_session import RuntimeOptions
+    from agent.voice.voice import Voice
 
     configure_logging("error")
     voice = Voice.load(BUNDLE, variant="int8", phoneme_cache_size=0, **WINDOWS[setting],
@@ -89,11 +89,11 @@ def child_startup(cache: Path, inline_weights: bool, overlap: bool = False) -> d
     steps["import onnxruntime"] = time.perf_counter() - mark
     mark = time.perf_counter()
     from agent import onnx_session
-    from agent.bundle import verify_bundle
     from agent.logs import configure_logging
-    from agent.voice import Voice
+    from agent.voice.bundle import verify_bundle
+    from agent.voice.voice import Voice
 
-    steps["import agent.voice"] = time.perf_counter() - mark
+    steps["import agent.voice.voice"] = time.perf_counter() - mark
     rss_imports = status_mib("VmRSS")
     configure_logging("error")
     if inline_weights:

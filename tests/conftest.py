@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import shutil
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support import REPO, make_tiny_voice
+
+ROOT = REPO
 REAL_MODELS = ROOT / "models"
 REAL_VOICE = "en_US-joe-medium"
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import make_tiny_voice  # noqa: E402
 
 
 @pytest.fixture(scope="session")

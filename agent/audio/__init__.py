@@ -1,37 +1,10 @@
-"""Audio output through ALSA: device handling, conversion, volume and the play queue.
+"""Audio output through ALSA: the chunk format, device handling, conversion, volume, the player.
 
-Other modules use :class:`AudioPlayer`, :class:`PlayItem` and :class:`PlaybackEvent`
-(contract in :mod:`agent.audio.player`). Importing this package loads pyalsaaudio
-and numpy, so command handlers import it inside the handler.
+- :mod:`.format`: :class:`~.format.AudioChunk` / :class:`~.format.AudioFormat` (no dependencies;
+  the voice produces them).
+- :mod:`.item`: :class:`~.item.PlayItem`, one utterance on its way to the speaker.
+- :mod:`.player`: :class:`~.player.AudioPlayer`, the ``player`` thread (contract there).
+
+The package ``__init__`` imports nothing, so :mod:`.format` can be imported without loading
+pyalsaaudio; import the modules themselves.
 """
-
-from agent.audio.device import DeviceError, DeviceParams
-from agent.audio.item import (
-    PRIORITIES,
-    PRIORITY_HIGH,
-    PRIORITY_LOW,
-    PRIORITY_NORMAL,
-    PRIORITY_URGENT,
-    PlaybackEvent,
-    PlayItem,
-    parse_priority,
-)
-from agent.audio.player import AudioPlayer
-from agent.audio.queue import PlayerClosed, QueueFull, SubmitError
-
-__all__ = [
-    "PRIORITIES",
-    "PRIORITY_HIGH",
-    "PRIORITY_LOW",
-    "PRIORITY_NORMAL",
-    "PRIORITY_URGENT",
-    "AudioPlayer",
-    "DeviceError",
-    "DeviceParams",
-    "PlayItem",
-    "PlaybackEvent",
-    "PlayerClosed",
-    "QueueFull",
-    "SubmitError",
-    "parse_priority",
-]

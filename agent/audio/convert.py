@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from agent.audio_format import AudioChunk, AudioFormat
+from agent.audio.format import AudioChunk, AudioFormat
 
 __all__ = [
     "SUPPORTED_SAMPLE_FORMATS",

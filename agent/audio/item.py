@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from agent.audio_format import AudioChunk, AudioFormat
+from agent.audio.format import AudioChunk, AudioFormat
 
 __all__ = [
     "PRIORITIES",

@@ -67,6 +67,7 @@ import numpy as np
 
 from agent.audio.convert import StreamConverter, encode
 from agent.audio.device import DeviceError, DeviceParams, OutputDevice, open_output
+from agent.audio.format import AudioFormat
 from agent.audio.item import (
     PRIORITY_URGENT,
     EventKind,
@@ -75,7 +76,6 @@ from agent.audio.item import (
 )
 from agent.audio.queue import PlayerClosed, PlayQueue, QueueFull, SubmitError
 from agent.audio.volume import MixerVolume, SoftwareGain, fade_out_curve
-from agent.audio_format import AudioFormat
 from agent.logs import bind_request, get_logger
 from agent.settings import AudioSettings
 

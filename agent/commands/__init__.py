@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from agent.settings import Settings
-    from agent.voice import SynthesisParams
+    from agent.voice.voice import SynthesisParams
 
 __all__ = [
     "MAX_STDIN_BYTES",
@@ -76,7 +76,7 @@ def bounded(value: float | None, name: str, low: float, high: float) -> float | 
 
 def synthesis_params(args: argparse.Namespace) -> SynthesisParams:
     """The synthesis parameters given by :func:`add_synthesis_arguments`, range-checked."""
-    from agent.voice import SynthesisParams
+    from agent.voice.voice import SynthesisParams
 
     return SynthesisParams(
         length_scale=bounded(args.length_scale, "--length-scale", 0.1, 10.0),
@@ -100,7 +100,7 @@ def read_text(text: str | None) -> str:
 
 def checked_text(text: str | None, settings: Settings) -> str:
     """:func:`read_text`, refused early (before any model loads) when it cannot be spoken."""
-    from agent.frontend import TextError, normalize_text
+    from agent.text.frontend import TextError, normalize_text
 
     text = read_text(text)
     try:

@@ -39,7 +39,7 @@ def register(subparsers: Any) -> None:
 
 
 def run_import(args: argparse.Namespace) -> int:
-    from agent.bundle import BundleError, import_voice
+    from agent.voice.bundle import BundleError, import_voice
 
     settings = settings_from_args(args)
     models_dir = args.models_dir or settings.models.dir
@@ -56,8 +56,8 @@ def run_import(args: argparse.Namespace) -> int:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    from agent.bundle import BundleError, resolve_bundle_dir, verify_bundle
-    from agent.voices import VoiceLibrary
+    from agent.library.voices import VoiceLibrary
+    from agent.voice.bundle import BundleError, resolve_bundle_dir, verify_bundle
 
     settings = settings_from_args(args)
     failed = 0
@@ -74,7 +74,7 @@ def run_verify(args: argparse.Namespace) -> int:
 def run_activate(args: argparse.Namespace) -> int:
     """``activate`` and ``rollback``: validated here (the model is loaded and warmed up), then the
     ``current`` link is switched; a running agent's watcher picks the switch up."""
-    from agent.voices import VoiceLibrary, VoiceNotFound
+    from agent.library.voices import VoiceLibrary, VoiceNotFound
 
     settings = settings_from_args(args)
     library = VoiceLibrary(settings)

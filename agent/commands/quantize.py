@@ -43,7 +43,7 @@ def register(subparsers: Any) -> None:
 
 
 def run_quantize(args: argparse.Namespace) -> int:
-    from agent.quantize import (
+    from agent.quantize.recipe import (
         DEFAULT_BOUNDS,
         QualityBounds,
         QualityGateError,

@@ -26,8 +26,8 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from agent.hardware import profile_or_reason
+    from agent.library.voices import VoiceLibrary
     from agent.settings import Settings, load_settings
-    from agent.voices import VoiceLibrary
 
     settings = settings_from_args(args)
     config: Path | None = getattr(args, "config", None)

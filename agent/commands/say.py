@@ -54,8 +54,8 @@ def _audio_settings(settings: Settings, profile: Any, device: str | None) -> Aud
 
 def run(args: argparse.Namespace) -> int:
     from agent.hardware import profile_or_reason
-    from agent.voice import VoiceLoadError
-    from agent.voices import VoiceLibrary, VoiceNotFound
+    from agent.library.voices import VoiceLibrary, VoiceNotFound
+    from agent.voice.voice import VoiceLoadError
 
     settings = settings_from_args(args)
     text = checked_text(args.text, settings)
@@ -77,9 +77,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _speak(audio: AudioSettings, voice: Any, text: str, params: Any, volume: float) -> Any:
     """Synthesize into a play item while the player plays it; returns its final event."""
-    from agent.audio import AudioPlayer, PlaybackEvent, PlayItem
-    from agent.audio_format import AudioFormat
-    from agent.frontend import TextError
+    from agent.audio.format import AudioFormat
+    from agent.audio.item import PlaybackEvent, PlayItem
+    from agent.audio.player import AudioPlayer
+    from agent.text.frontend import TextError
 
     def ignore(_event: PlaybackEvent) -> None:  # player thread; the item carries the result
         return None

@@ -21,7 +21,7 @@ from agent.commands import (
 
 if TYPE_CHECKING:
     from agent.settings import Settings
-    from agent.voice import Voice
+    from agent.voice.voice import Voice
 
 
 
@@ -48,8 +48,8 @@ def register(subparsers: Any) -> None:
 
 def _voice(settings: Settings, name: str | None) -> Voice:
     from agent.hardware import profile_or_reason
-    from agent.voice import VoiceLoadError
-    from agent.voices import VoiceLibrary, VoiceNotFound
+    from agent.library.voices import VoiceLibrary, VoiceNotFound
+    from agent.voice.voice import VoiceLoadError
 
     profile, _ = profile_or_reason(settings)  # None: one thread, fp32
     try:
@@ -59,7 +59,7 @@ def _voice(settings: Settings, name: str | None) -> Voice:
 
 
 def run_synth(args: argparse.Namespace) -> int:
-    from agent.frontend import TextError
+    from agent.text.frontend import TextError
 
     settings = settings_from_args(args)
     text = checked_text(args.text, settings)
@@ -92,7 +92,7 @@ def run_synth(args: argparse.Namespace) -> int:
 
 
 def run_voices(args: argparse.Namespace) -> int:
-    from agent.bundle import BundleError, read_manifest, resolve_bundle_dir
+    from agent.voice.bundle import BundleError, read_manifest, resolve_bundle_dir
 
     settings = settings_from_args(args)
     rows: list[dict[str, Any]] = []
@@ -124,10 +124,10 @@ def run_voices(args: argparse.Namespace) -> int:
 
 
 def run_phonemize(args: argparse.Namespace) -> int:
-    from agent.bundle import BundleError, read_manifest
-    from agent.frontend import Frontend, TextError
-    from agent.voice import VoiceConfig, VoiceLoadError
-    from agent.voices import VoiceLibrary, VoiceNotFound
+    from agent.library.voices import VoiceLibrary, VoiceNotFound
+    from agent.text.frontend import Frontend, TextError
+    from agent.voice.bundle import BundleError, read_manifest
+    from agent.voice.voice import VoiceConfig, VoiceLoadError
 
     settings = settings_from_args(args)
     library = VoiceLibrary(settings)

@@ -94,10 +94,10 @@ def _tune(args: argparse.Namespace, settings: Settings, profile: EffectiveProfil
 
     import onnxruntime
 
-    from agent.bundle import BundleError, verify_bundle
     from agent.hardware import TuneOverride, tune_path, write_tune
     from agent.hardware.tuning import candidate_configs, choose, render_table
-    from agent.voices import VoiceLibrary, VoiceNotFound
+    from agent.library.voices import VoiceLibrary, VoiceNotFound
+    from agent.voice.bundle import BundleError, verify_bundle
 
     name = args.voice or settings.models.default_voice
     try:
@@ -165,9 +165,9 @@ def _tune(args: argparse.Namespace, settings: Settings, profile: EffectiveProfil
 def _measure(settings: Settings, profile: EffectiveProfile, voice_name: str,
              config: TuneConfig, *, text: str, repeats: int, quiet: bool) -> TuneMeasurement:
     from agent.hardware.tuning import measurement, time_synthesis
-    from agent.onnx_session import RuntimeOptions, pin_current_thread
-    from agent.voice import SynthesisParams, VoiceLoadError
-    from agent.voices import VoiceLibrary
+    from agent.library.voices import VoiceLibrary
+    from agent.voice.onnx_session import RuntimeOptions, pin_current_thread
+    from agent.voice.voice import SynthesisParams, VoiceLoadError
 
     pinned = config.thread_affinity == "big_cores"
     runtime = RuntimeOptions.from_profile(

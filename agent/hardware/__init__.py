@@ -3,7 +3,7 @@
 ``resolve_profile(settings)`` is the entry point: it detects the machine (through one root path,
 ``sysroot``), picks the most specific profile from ``firmware_profiles/*.toml``, applies the local
 tune override and explicit settings, and returns an immutable :class:`EffectiveProfile`.
-:meth:`agent.onnx_session.RuntimeOptions.from_profile` turns it into onnxruntime options.
+:meth:`agent.voice.onnx_session.RuntimeOptions.from_profile` turns it into onnxruntime options.
 """
 
 from agent.hardware.detect import HardwareInfo, detect_hardware

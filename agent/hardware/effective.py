@@ -35,7 +35,7 @@ from agent.hardware.profiles import (
 )
 from agent.hardware.sysroot import format_cpu_list
 from agent.hardware.tune_store import TuneFileError, TuneOverride, read_tune
-from agent.onnx_session import RuntimeOptions
+from agent.voice.onnx_session import RuntimeOptions
 
 if TYPE_CHECKING:
     from agent.settings import Settings
@@ -48,7 +48,7 @@ TUNE_FILE_NAME = "tune.json"
 @dataclass(frozen=True, slots=True)
 class ResolvedRuntime:
     """Concrete onnxruntime choices (no rules left); turned into options by
-    :meth:`agent.onnx_session.RuntimeOptions.from_profile`."""
+    :meth:`agent.voice.onnx_session.RuntimeOptions.from_profile`."""
 
     intra_op_threads: int
     inter_op_threads: int

@@ -6,7 +6,7 @@
 - :mod:`~agent.mqtt.publisher`: events, replies, presence and retained snapshots.
 - :mod:`~agent.mqtt.intake`: network thread: parse, dedupe, hand on through a bounded queue.
 - :mod:`~agent.mqtt.dispatch`: the dispatcher thread that executes commands.
-- :mod:`~agent.mqtt.speech`: the speak job queue and the synthesis worker thread.
+- :mod:`~agent.pipeline.worker`: the speak job queue and the synthesis worker thread.
 - :mod:`~agent.mqtt.tracker`: exactly one final event per command.
 - :mod:`~agent.mqtt.hermes`: Hermes (Rhasspy/Snips) TTS compatibility.
 

@@ -27,8 +27,8 @@ from agent.mqtt.protocol import (
     StopCommand,
     VolumeCommand,
 )
-from agent.mqtt.speech import JobQueue, SpeakJob
 from agent.mqtt.tracker import RequestTracker
+from agent.pipeline.worker import JobQueue, SpeakJob
 
 __all__ = ["Controls", "Dispatcher", "ReloadError", "speak_deadline"]
 

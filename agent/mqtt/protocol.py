@@ -288,7 +288,7 @@ class CommandEvent(EventBase):
 
 
 class ModelEvent(EventBase):
-    """``model_loaded`` / ``model_rejected`` from the voice library (see agent.voices).
+    """``model_loaded`` / ``model_rejected`` from the voice library (see agent.library.voices).
 
     Extra keys the library reports are kept: the library is our own code, not remote input.
     """

@@ -10,7 +10,7 @@ and for a Hermes ``say`` to ``hermes/tts/sayFinished`` (after ``hermes/error/tts
 not finish normally).
 
 Every speak request that ends is also counted by the optional ``recorder`` (the health
-report, :meth:`agent.health.Health.record_request`) with its timings: synthesis time (the
+report, :meth:`agent.health.snapshot.Health.record_request`) with its timings: synthesis time (the
 worker's ``synthesis_ms`` note), audio length (the final event's ``audio_s``) and time to
 first audio (from ``accepted`` to ``started``). Speak commands refused before acceptance
 count as their outcome (``rejected``, ``expired``) without timings.
@@ -46,7 +46,7 @@ _SPEAK = "speak"
 
 
 class RequestRecorder(Protocol):
-    """What the tracker reports ended speak requests to (:class:`agent.health.Health`)."""
+    """What the tracker reports ended speak requests to (:class:`agent.health.snapshot.Health`)."""
 
     def record_request(self, outcome: Any, *, synthesis_s: float | None = None,
                        audio_s: float | None = None,

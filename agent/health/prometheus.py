@@ -1,0 +1,153 @@
+"""The health snapshot in Prometheus text format, for node_exporter's textfile collector.
+
+node_exporter (``--collector.textfile.directory``) reads every ``*.prom`` file in a
+directory at each scrape; :func:`write_textfile` replaces ours atomically (temporary file in
+the same directory, fsync, rename) so a scrape never sees half a file.
+
+Metric names: ``tts_agent_*``, base units (seconds, bytes, degrees Celsius). Besides the
+fixed metrics below, every top-level number or boolean of a provider section becomes a gauge
+``tts_agent_<section>_<key>`` (e.g. ``tts_agent_mqtt_connected``,
+``tts_agent_audio_underruns``); strings, lists and nested objects are left out.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from agent.fsutil import atomic_write
+from agent.health.snapshot import STATES
+
+__all__ = ["PREFIX", "render", "write_textfile"]
+
+PREFIX = "tts_agent"
+_FIXED_SECTIONS = frozenset({"schema", "state", "reasons", "device_id", "version", "time",
+                             "uptime_s", "requests", "workers", "system"})
+_NAME_BAD = re.compile(r"[^a-zA-Z0-9_]")
+
+
+def _name(*parts: str) -> str:
+    name = _NAME_BAD.sub("_", "_".join((PREFIX, *parts)))
+    return re.sub(r"_+", "_", name).strip("_")
+
+
+def _label_value(value: object) -> str:
+    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _number(value: float | int) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("+Inf" if value > 0 else "-Inf")
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+class _Writer:
+    """Collects samples grouped by metric family (one HELP/TYPE block each)."""
+
+    def __init__(self) -> None:
+        self._families: dict[str, tuple[str, str, list[str]]] = {}
+
+    def add(self, name: str, kind: str, help_text: str, value: float | int | None,
+            labels: Mapping[str, object] | None = None) -> None:
+        if value is None:
+            return
+        family = self._families.setdefault(name, (kind, help_text, []))
+        label_text = ""
+        if labels:
+            label_text = "{" + ",".join(f'{k}="{_label_value(v)}"'
+                                        for k, v in labels.items()) + "}"
+        family[2].append(f"{name}{label_text} {_number(value)}")
+
+    def has(self, name: str) -> bool:
+        return name in self._families
+
+    def text(self) -> str:
+        lines: list[str] = []
+        for name, (kind, help_text, samples) in self._families.items():
+            lines.append(f"# HELP {name} {help_text}")
+            lines.append(f"# TYPE {name} {kind}")
+            lines.extend(samples)
+        return "\n".join(lines) + "\n"
+
+
+def _quantiles(out: _Writer, name: str, help_text: str, figures: Mapping[str, float] | None,
+               ) -> None:
+    for key, value in (figures or {}).items():
+        quantile = int(key.removeprefix("p")) / 100
+        out.add(name, "gauge", help_text, value, {"quantile": f"{quantile:g}"})
+
+
+def _scalars(section: Mapping[str, Any]) -> Iterable[tuple[str, float | int]]:
+    for key, value in section.items():
+        if isinstance(value, bool | int | float):
+            yield key, value
+
+
+def render(snap: Mapping[str, Any]) -> str:
+    """``snap`` (a :meth:`agent.health.snapshot.Health.snapshot`) as Prometheus text format."""
+    out = _Writer()
+    out.add(_name("info"), "gauge", "Agent version and device id (always 1).", 1,
+            {"version": snap["version"], "device_id": snap["device_id"]})
+    for state in STATES:
+        out.add(_name("health_state"), "gauge", "1 for the current overall state, else 0.",
+                int(snap["state"] == state), {"state": state})
+    out.add(_name("health_reasons"), "gauge", "Number of reasons for the overall state.",
+            len(snap["reasons"]))
+    out.add(_name("uptime_seconds"), "gauge", "Seconds since the agent started.",
+            snap["uptime_s"])
+
+    requests = snap["requests"]
+    for outcome, count in requests["total"].items():
+        out.add(_name("requests_total"), "counter", "Requests by how they ended.", count,
+                {"outcome": outcome})
+    _quantiles(out, _name("synthesis_seconds"),
+               "Synthesis time per request over the recent window.", requests["synthesis_s"])
+    _quantiles(out, _name("real_time_factor"),
+               "Synthesis time / audio length over the recent window.", requests["rtf"])
+    _quantiles(out, _name("first_audio_seconds"),
+               "Time from accepting a request to its first audio frame.",
+               requests["first_audio_s"])
+
+    for worker, status in snap["workers"].items():
+        out.add(_name("worker_alive"), "gauge", "1 while the worker is idle or making progress.",
+                int(status["problem"] is None), {"worker": worker})
+        out.add(_name("worker_busy_seconds"), "gauge", "Time spent on the current item.",
+                status["busy_s"] or 0.0, {"worker": worker})
+
+    system = snap["system"]
+    out.add(_name("resident_memory_bytes"), "gauge", "Resident set size (VmRSS).",
+            system.get("rss_bytes"))
+    out.add(_name("resident_memory_peak_bytes"), "gauge", "Peak resident set size (VmHWM).",
+            system.get("rss_peak_bytes"))
+    out.add(_name("cpu_temperature_celsius"), "gauge", "CPU temperature.",
+            system.get("cpu_temp_c"))
+    throttled = system.get("throttled")
+    if throttled:
+        out.add(_name("throttled_flags"), "gauge", "Raspberry Pi firmware get_throttled word.",
+                int(throttled["raw"], 16))
+    disk = system.get("disk")
+    if disk:
+        out.add(_name("cache_disk_free_bytes"), "gauge",
+                "Free bytes on the cache directory's filesystem.", disk["free_bytes"],
+                {"path": disk["path"]})
+
+    for section, data in snap.items():
+        if section in _FIXED_SECTIONS or not isinstance(data, Mapping):
+            continue
+        for key, value in _scalars(data):
+            name = _name(section, key)
+            if not out.has(name):  # first one wins; never mixed into another family
+                out.add(name, "gauge", f"{section}.{key} from the health report.", value)
+    return out.text()
+
+
+def write_textfile(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` atomically (readable by node_exporter: mode 0644)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # node_exporter reads only *.prom: the dot-prefixed temporary file is never collected.
+    atomic_write(path, text.encode("utf-8"), mode=0o644, prefix=f".{path.name}.")

@@ -1,0 +1,3 @@
+"""The installed voices: :class:`.voices.VoiceLibrary` loads, caches and swaps voices (staged
+versions, rollback); :mod:`.watch` reloads them when their files change.
+"""

@@ -1,0 +1,259 @@
+"""A persistent, size-bounded cache of synthesized audio for phrases that repeat.
+
+Kiosks and stations say the same announcements all day. A cached phrase plays from disk without
+running the model. The key covers everything that changes the audio - the normalised text, the
+voice name, the model file's sha256 and every synthesis parameter - so a model swap or a speed
+change never plays stale audio.
+
+Entries are files ``<dir>/<key[:2]>/<key>.pcm``::
+
+    b"TTSPC1\\n" + JSON header line + PCM payload
+
+The header carries the format, the chunk boundaries (one per sentence) and the payload's sha256,
+checked on every read: a truncated or corrupt entry is deleted and reported as a miss. Writes go to
+a unique temporary file in the same directory, are fsynced and renamed into place, so concurrent
+writers (threads or processes) never expose a partial entry. The total size is bounded: on a hit
+the entry's mtime is refreshed, and the least recently used entries are evicted past the bound.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import queue
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import astuple
+from pathlib import Path
+from typing import Any
+
+from agent.audio.format import AudioChunk, AudioFormat
+from agent.fsutil import atomic_write
+from agent.logs import get_logger
+from agent.text.frontend import normalize_text
+from agent.voice.voice import SynthesisParams, Voice
+
+__all__ = ["PhraseCache", "PhraseWarmer", "cache_key", "cached_synthesis", "open_phrase_cache"]
+
+log = get_logger(__name__)
+
+MAGIC = b"TTSPC1\n"
+MAX_HEADER_BYTES = 64 * 1024
+
+
+def cache_key(text: str, voice: str, model_sha256: str, params: SynthesisParams,
+              chunking: tuple[int, ...] = ()) -> str:
+    """The cache key of ``text`` (already normalised) spoken by that exact model with ``params``;
+    ``chunking`` is the voice's clause splitting and stream windows, which also shape the audio."""
+    material = json.dumps([text, voice, model_sha256, astuple(params), chunking],
+                          ensure_ascii=False)
+    return hashlib.sha256(material.encode("utf-8")).hexdigest()
+
+
+class PhraseCache:
+    """Disk cache of synthesized phrases. Thread-safe; safe across processes sharing ``root``."""
+
+    def __init__(self, root: Path, max_bytes: int) -> None:
+        self.root = root
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+        self.hits = self.misses = self.evictions = self.corrupt = 0
+        root.mkdir(parents=True, exist_ok=True)
+        self._sizes: dict[Path, int] = {}
+        for path in root.glob("??/*.pcm"):
+            try:
+                self._sizes[path] = path.stat().st_size
+            except FileNotFoundError:
+                continue
+
+    def _path(self, key: str) -> Path:
+        if len(key) != 64 or any(c not in "0123456789abcdef" for c in key):
+            raise ValueError("cache keys are sha256 hex digests")
+        return self.root / key[:2] / f"{key}.pcm"
+
+    def get(self, key: str) -> list[AudioChunk] | None:
+        """The cached chunks for ``key``, or None (miss, or an entry that failed its checks)."""
+        path = self._path(key)
+        try:
+            with path.open("rb") as handle:
+                chunks = self._read(handle.read())
+        except FileNotFoundError:
+            chunks = None
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.warning("phrase_cache_corrupt", entry=path.name, reason=str(exc))
+            self._drop(path)
+            with self._lock:
+                self.corrupt += 1
+            chunks = None
+        with self._lock:
+            if chunks is None:
+                self.misses += 1
+            else:
+                self.hits += 1
+        if chunks is not None:
+            with contextlib.suppress(OSError):
+                os.utime(path)  # least recently used = oldest mtime
+        return chunks
+
+    @staticmethod
+    def _read(data: bytes) -> list[AudioChunk]:
+        if not data.startswith(MAGIC):
+            raise ValueError("bad magic")
+        end = data.find(b"\n", len(MAGIC), len(MAGIC) + MAX_HEADER_BYTES)
+        if end < 0:
+            raise ValueError("no header")
+        header = json.loads(data[len(MAGIC):end])
+        payload = data[end + 1:]
+        digest = hashlib.sha256(payload).hexdigest()
+        if len(payload) != header["bytes"] or digest != header["sha256"]:
+            raise ValueError("payload does not match its header")
+        fmt = AudioFormat(rate=int(header["rate"]), width=int(header["width"]),
+                          channels=int(header["channels"]))
+        chunks, offset = [], 0
+        for entry in header["chunks"]:
+            size = int(entry["frames"]) * fmt.frame_bytes
+            chunks.append(AudioChunk(payload[offset:offset + size], fmt, str(entry["text"])))
+            offset += size
+        if offset != len(payload) or not chunks:
+            raise ValueError("chunk table does not cover the payload")
+        return chunks
+
+    def put(self, key: str, chunks: Sequence[AudioChunk]) -> bool:
+        """Store ``chunks`` under ``key``; False when the entry alone exceeds the bound."""
+        if not chunks or any(c.format != chunks[0].format for c in chunks):
+            raise ValueError("a cache entry is a non-empty list of chunks of one format")
+        payload = b"".join(c.audio for c in chunks)
+        fmt = chunks[0].format
+        header: dict[str, Any] = {
+            "rate": fmt.rate, "width": fmt.width, "channels": fmt.channels,
+            "bytes": len(payload), "sha256": hashlib.sha256(payload).hexdigest(),
+            "chunks": [{"frames": c.frames, "text": c.text} for c in chunks],
+        }
+        blob = MAGIC + json.dumps(header, ensure_ascii=False).encode("utf-8") + b"\n" + payload
+        if len(blob) > self.max_bytes:
+            return False
+        path = self._path(key)
+        path.parent.mkdir(exist_ok=True)
+        atomic_write(path, blob, prefix=".put-")
+        with self._lock:
+            self._sizes[path] = len(blob)
+        self._evict()
+        return True
+
+    def _evict(self) -> None:
+        with self._lock:
+            total = sum(self._sizes.values())
+            if total <= self.max_bytes:
+                return
+            entries = []
+            for path in list(self._sizes):
+                try:
+                    entries.append((path.stat().st_mtime_ns, path))
+                except FileNotFoundError:
+                    total -= self._sizes.pop(path)
+            for _, path in sorted(entries):
+                if total <= self.max_bytes:
+                    break
+                total -= self._sizes.pop(path, 0)
+                path.unlink(missing_ok=True)
+                self.evictions += 1
+
+    def _drop(self, path: Path) -> None:
+        path.unlink(missing_ok=True)
+        with self._lock:
+            self._sizes.pop(path, None)
+
+    def stats(self) -> dict[str, int]:
+        """Counters and current size, for health reports."""
+        with self._lock:
+            return {"entries": len(self._sizes), "bytes": sum(self._sizes.values()),
+                    "max_bytes": self.max_bytes, "hits": self.hits, "misses": self.misses,
+                    "evictions": self.evictions, "corrupt": self.corrupt}
+
+
+def cached_synthesis(cache: PhraseCache | None, voice: Voice, text: str,
+                     params: SynthesisParams) -> Iterator[AudioChunk]:
+    """``voice.synthesize(text, params)``, served from ``cache`` when this exact phrase was
+    synthesized before by this exact model, and stored there once it completes.
+
+    Text errors are raised before anything is returned, as with ``Voice.synthesize``.
+    """
+    if cache is None:
+        return voice.synthesize(text, params)
+    normalized = normalize_text(text, voice.frontend.max_chars)
+    key = cache_key(normalized, voice.name, voice.sha256, params, voice.chunking)
+    hit = cache.get(key)
+    if hit is not None:
+        return iter(hit)
+    return _store_when_complete(cache, key, voice.synthesize(normalized, params))
+
+
+def _store_when_complete(cache: PhraseCache, key: str,
+                         chunks: Iterator[AudioChunk]) -> Iterator[AudioChunk]:
+    done: list[AudioChunk] = []
+    for chunk in chunks:
+        done.append(chunk)
+        yield chunk
+    try:  # only a phrase synthesized to its end is stored; an abandoned one never is
+        cache.put(key, done)
+    except OSError as exc:
+        log.warning("phrase_cache_write_failed", error=str(exc))
+
+
+class PhraseWarmer:
+    """Pre-synthesizes the configured phrases into the cache after each model load.
+
+    Runs on its own low-priority thread (``phrase-warm``) so a model load or start-up never
+    waits for it; :meth:`warm` may be called from any thread.
+    """
+
+    def __init__(self, cache: PhraseCache, phrases: Sequence[str]) -> None:
+        self.cache = cache
+        self.phrases = list(phrases)
+        self._queue: queue.Queue[Voice | None] = queue.Queue(maxsize=16)
+        self._thread = threading.Thread(target=self._run, name="phrase-warm", daemon=True)
+        self.warmed = 0
+
+    def start(self) -> None:
+        if self.phrases:
+            self._thread.start()
+
+    def warm(self, voice: Voice) -> None:
+        """Queue ``voice`` for warming (dropped with a log line if the queue is full)."""
+        if not self.phrases:
+            return
+        try:
+            self._queue.put_nowait(voice)
+        except queue.Full:
+            log.warning("phrase_warm_queue_full", voice=voice.name)
+
+    def _run(self) -> None:
+        while (voice := self._queue.get()) is not None:
+            for phrase in self.phrases:
+                try:
+                    for _ in cached_synthesis(self.cache, voice, phrase, SynthesisParams()):
+                        pass
+                    self.warmed += 1
+                except Exception as exc:  # a bad phrase must not stop the others
+                    log.warning("phrase_warm_failed", phrase=phrase[:80], error=str(exc))
+            log.info("phrases_warmed", voice=voice.name, version=voice.version,
+                     phrases=len(self.phrases))
+
+    def stop(self, timeout: float = 5.0) -> None:
+        if self._thread.is_alive():
+            with contextlib.suppress(queue.Full):
+                self._queue.put(None, timeout=timeout)
+            self._thread.join(timeout)
+
+
+def open_phrase_cache(root: Path, max_mb: int) -> PhraseCache | None:
+    """The phrase cache under ``root``, or None (logged) when it is disabled or not writable."""
+    if max_mb <= 0:
+        return None
+    try:
+        return PhraseCache(root, max_mb * 1024 * 1024)
+    except OSError as exc:
+        log.warning("phrase_cache_disabled", dir=str(root), error=str(exc))
+        return None

@@ -1,0 +1,274 @@
+"""Speak jobs: a bounded priority queue and the synthesis worker that feeds the player.
+
+The worker (thread ``synthesis``) takes the most urgent job, submits a
+:class:`agent.audio.item.PlayItem` to the player, and fills it sentence by sentence from
+:meth:`agent.voice.voice.Voice.synthesize`. Between sentences, and while the item's audio buffer is
+full, it looks at the queue: a job of *strictly higher* priority is started at once and the
+current one is resumed afterwards, so an urgent message never waits behind a long text (the
+player then lets it interrupt what is playing). A job whose item is over (interrupted,
+expired, failed) is dropped as soon as the player says so.
+
+The final event of a job comes from the player (finished / interrupted / expired / failed),
+or from the worker when the job never reached the player (expired before synthesis,
+unknown voice, unspeakable text, full play queue).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from agent.audio.format import AudioChunk, AudioFormat
+from agent.audio.item import PlayItem, parse_priority
+from agent.logs import bind_request, get_logger
+from agent.mqtt.protocol import SpeakCommand
+from agent.mqtt.tracker import RequestTracker
+from agent.pipeline.phrase_cache import PhraseCache, cached_synthesis
+from agent.voice.voice import SynthesisParams, Voice
+
+__all__ = ["JobQueue", "JobsFull", "SpeakJob", "SynthesisWorker", "VoiceSource"]
+
+log = get_logger(__name__)
+
+_PUT_SLICE_S = 0.2
+"""How long the worker waits on a full audio buffer before looking at the queue again."""
+
+
+class VoiceSource(Protocol):
+    """What the worker needs from :class:`agent.library.voices.VoiceLibrary`."""
+
+    def get(self, name: str | None = None) -> Voice: ...
+
+
+class Player(Protocol):
+    """What the worker needs from :class:`agent.audio.player.AudioPlayer`."""
+
+    def submit(self, item: PlayItem) -> None: ...
+
+
+@dataclass(slots=True)
+class SpeakJob:
+    """One accepted speak request waiting for (or in) synthesis."""
+
+    request_id: str
+    command: SpeakCommand
+    deadline: float | None
+    """``time.monotonic()`` by which playback must start, or None."""
+    priority: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.priority = parse_priority(self.command.priority)
+
+    def expired(self, now: float) -> bool:
+        return self.deadline is not None and now >= self.deadline
+
+
+class JobsFull(Exception):
+    """The job queue is at its limit."""
+
+
+class JobQueue:
+    """Bounded queue of speak jobs, most urgent first, FIFO within a priority. Thread-safe."""
+
+    def __init__(self, maxsize: int) -> None:
+        self.maxsize = maxsize
+        self._cond = threading.Condition()
+        self._heap: list[tuple[int, int, SpeakJob]] = []
+        self._seq = itertools.count()
+        self._closed = False
+
+    def __len__(self) -> int:
+        with self._cond:
+            return len(self._heap)
+
+    def put(self, job: SpeakJob) -> int:
+        """Queue ``job``; returns how many queued jobs are ahead of it. Raises JobsFull."""
+        with self._cond:
+            if len(self._heap) >= self.maxsize:
+                raise JobsFull(f"busy: {self.maxsize} speak requests already queued")
+            ahead = sum(1 for entry in self._heap if -entry[0] >= job.priority)
+            heapq.heappush(self._heap, (-job.priority, next(self._seq), job))
+            self._cond.notify_all()
+            return ahead
+
+    def pop_above(self, priority: int | None, timeout: float = 0.0) -> SpeakJob | None:
+        """The most urgent job if its priority is above ``priority`` (any job when None).
+
+        Waits up to ``timeout`` for one to arrive.
+        """
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                if self._heap and (priority is None or -self._heap[0][0] > priority):
+                    return heapq.heappop(self._heap)[2]
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self._closed:
+                    return None
+                self._cond.wait(remaining)
+
+    def take_all(self) -> list[SpeakJob]:
+        """Remove and return every queued job."""
+        with self._cond:
+            jobs = [entry[2] for entry in sorted(self._heap)]
+            self._heap.clear()
+            return jobs
+
+    def close(self) -> None:
+        """Wake any waiter for good (shutdown)."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+
+@dataclass(slots=True)
+class _Active:
+    """A job being synthesized: its play item, its sentence iterator, and a chunk in hand."""
+
+    job: SpeakJob
+    item: PlayItem
+    chunks: Iterator[AudioChunk]
+    carried: AudioChunk | None = None
+    synthesis_s: float = 0.0
+
+
+class SynthesisWorker:
+    """The ``synthesis`` thread. See the module docstring."""
+
+    def __init__(self, jobs: JobQueue, voices: VoiceSource, player: Player,
+                 tracker: RequestTracker, *, item_buffer_s: float = 30.0,
+                 phrase_cache: PhraseCache | None = None,
+                 on_thread_start: Callable[[], None] | None = None) -> None:
+        self.jobs = jobs
+        self.phrase_cache = phrase_cache
+        self.on_thread_start = on_thread_start
+        self.voices = voices
+        self.player = player
+        self.tracker = tracker
+        self.item_buffer_s = item_buffer_s
+        self._stack: list[_Active] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.busy_since: float | None = None
+        """``time.monotonic()`` when the current step began, None when idle (for health)."""
+        self.steps = 0
+        """Completed work steps (progress counter for the health watchdog)."""
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="synthesis", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float) -> None:
+        """Stop after the current sentence; queued jobs stay in the queue. Any thread."""
+        self._stop.set()
+        self.jobs.close()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    # -- synthesis thread -----------------------------------------------------------------
+
+    def _run(self) -> None:
+        if self.on_thread_start is not None:
+            try:
+                self.on_thread_start()
+            except Exception:  # pinning is an optimisation; never fatal
+                log.exception("synthesis_thread_setup_failed")
+        while not self._stop.is_set():
+            top = self._stack[-1] if self._stack else None
+            job = self.jobs.pop_above(None if top is None else top.job.priority,
+                                      timeout=0.0 if top is not None else 0.5)
+            self.busy_since = time.monotonic()
+            try:
+                if job is not None:
+                    self._begin(job)
+                elif top is not None:
+                    self._step(top)
+            except Exception:  # a bug must not kill the worker; the request still gets an answer
+                log.exception("synthesis_worker_error")
+                if job is not None:
+                    self.tracker.finish(job.request_id, "failed", reason="internal error")
+                elif top is not None:
+                    self._drop(top, "internal error")
+            finally:
+                self.busy_since = None
+                self.steps += 1
+        for active in reversed(self._stack):
+            active.item.fail("agent stopping")
+        self._stack.clear()
+
+    def _begin(self, job: SpeakJob) -> None:
+        """Start a job: voice, play item, sentence iterator. Nothing heavy but the voice load."""
+        command = job.command
+        with bind_request(job.request_id):
+            if not self.tracker.is_open(job.request_id):
+                return  # cleared by a stop while queued
+            if job.expired(time.monotonic()):
+                self.tracker.finish(job.request_id, "expired",
+                                    reason="expired before synthesis started")
+                return
+            try:
+                voice = self.voices.get(command.voice)
+                params = SynthesisParams(
+                    length_scale=None if command.speed is None
+                    else voice.config.length_scale / command.speed
+                )
+                chunks = cached_synthesis(self.phrase_cache, voice, command.text, params)
+            except Exception as exc:  # VoiceNotFound, VoiceLoadError, TextError
+                self.tracker.finish(job.request_id, "failed", reason=str(exc))
+                return
+            self.tracker.note(job.request_id, voice=voice.name, version=voice.version)
+            item = PlayItem(
+                job.request_id, priority=job.priority,
+                volume=1.0 if command.volume is None else command.volume,
+                expires_at=job.deadline, format=AudioFormat(rate=voice.sample_rate),
+                max_buffered_s=self.item_buffer_s,
+            )
+            try:
+                self.player.submit(item)
+            except Exception as exc:  # the play queue is full, or the player is closing
+                self.tracker.finish(job.request_id, "failed", reason=str(exc))
+                return
+            self._stack.append(_Active(job, item, iter(chunks)))
+
+    def _step(self, active: _Active) -> None:
+        """Synthesize one sentence of the job on top, or retry handing over a held chunk."""
+        with bind_request(active.job.request_id):
+            if not active.item.wanted:
+                self._stack.pop()
+                return
+            if active.carried is None:
+                started = time.monotonic()
+                try:
+                    active.carried = next(active.chunks)
+                except StopIteration:
+                    self._stack.pop()
+                    self.tracker.note(active.job.request_id,
+                                      synthesis_ms=round(active.synthesis_s * 1000, 1))
+                    active.item.close()
+                    return
+                except Exception as exc:
+                    self._drop(active, f"synthesis failed: {exc}")
+                    return
+                finally:
+                    active.synthesis_s += time.monotonic() - started
+            try:
+                accepted = active.item.put(active.carried, timeout=_PUT_SLICE_S)
+            except TimeoutError:
+                return  # buffer full: look at the queue, then try again
+            active.carried = None
+            if not accepted:
+                self._stack.pop()  # interrupted / expired / failed: the player has reported it
+
+    def _drop(self, active: _Active, reason: str) -> None:
+        if active in self._stack:
+            self._stack.remove(active)
+        active.item.fail(reason)
+        log.warning("synthesis_failed", id=active.job.request_id, reason=reason)

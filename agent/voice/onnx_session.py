@@ -1,0 +1,369 @@
+"""The one place that turns runtime choices into onnxruntime session options and providers.
+
+Nothing else in the code base creates ``SessionOptions`` or picks execution providers. The
+hardware profile decides (:func:`agent.hardware.resolve_profile`),
+:meth:`RuntimeOptions.from_profile` carries the decision here, and :func:`create_session`
+applies it:
+
+* intra-/inter-op thread counts, execution mode, graph optimisation level;
+* thread affinity: intra-op worker threads pinned to the big cores
+  (``session.intra_op_thread_affinities``; onnxruntime wants one entry per worker, i.e.
+  ``intra_op_threads - 1``, with 1-based CPU numbers); :func:`pin_current_thread` pins the
+  calling thread, which onnxruntime uses as the remaining intra-op thread;
+* spinning policy (``session.intra_op.allow_spinning`` / ``session.inter_op.allow_spinning``);
+* execution providers as an explicit list: TensorRT/CUDA only when they are wanted (the profile
+  keeps them only when a GPU was detected) AND this onnxruntime build has them, CPU last. The
+  provider actually used is returned and logged; a fallback is never silent (a warning, or an
+  error when ``require_provider`` is set).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import platform
+import secrets
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from agent.logs import get_logger
+
+if TYPE_CHECKING:
+    from agent.hardware.effective import EffectiveProfile
+
+__all__ = [
+    "ORT_PROVIDER_NAMES",
+    "ProviderError",
+    "RuntimeOptions",
+    "build_session_options",
+    "create_session",
+    "pin_current_thread",
+    "plan_providers",
+]
+
+log = get_logger(__name__)
+
+Provider = Literal["tensorrt", "cuda", "cpu"]
+ORT_PROVIDER_NAMES: dict[str, str] = {
+    "tensorrt": "TensorrtExecutionProvider",
+    "cuda": "CUDAExecutionProvider",
+    "cpu": "CPUExecutionProvider",
+}
+_OPT_LEVELS = {
+    "disable": "ORT_DISABLE_ALL",
+    "basic": "ORT_ENABLE_BASIC",
+    "extended": "ORT_ENABLE_EXTENDED",
+    "all": "ORT_ENABLE_ALL",
+}
+
+
+class ProviderError(RuntimeError):
+    """A required execution provider is not available or onnxruntime fell back from it."""
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeOptions:
+    """What the hardware profile (or an explicit setting) decided for onnxruntime.
+
+    The defaults (1 thread, CPU) are safe anywhere; real deployments use :meth:`from_profile`.
+    """
+
+    intra_op_threads: int = 1
+    inter_op_threads: int = 1
+    execution_mode: Literal["sequential", "parallel"] = "sequential"
+    graph_optimization: Literal["disable", "basic", "extended", "all"] = "all"
+    affinity_cpus: tuple[int, ...] = ()
+    """0-based CPU ids the intra-op worker threads are pinned to; empty = not pinned."""
+    allow_spinning: bool = True
+    providers: tuple[Provider, ...] = ("cpu",)
+    """Preference order; unavailable GPU providers are skipped (with a warning)."""
+    require_provider: bool = False
+    """Fail instead of falling back when the first provider cannot be used."""
+    optimized_model_path: Path | None = None
+    """Where onnxruntime saves the optimised graph (``optimized_model_filepath``)."""
+    optimized_cache_dir: Path | None = None
+    """Directory of the optimised-model cache (see :func:`create_session`); None = off."""
+    enable_cpu_mem_arena: bool = True
+    enable_mem_pattern: bool = True
+    gpu_cache_dir: Path | None = None
+    """TensorRT engine cache directory (TensorRT only)."""
+    config_entries: tuple[tuple[str, str], ...] = field(default=())
+    """Further ``session.*`` config entries, applied last (for experiments and benchmarks)."""
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.intra_op_threads <= 256:
+            raise ValueError(f"intra_op_threads {self.intra_op_threads} not in 1..256")
+        if not 1 <= self.inter_op_threads <= 64:
+            raise ValueError(f"inter_op_threads {self.inter_op_threads} not in 1..64")
+        if any(c < 0 or c >= 4096 for c in self.affinity_cpus):
+            raise ValueError(f"affinity CPUs {self.affinity_cpus} out of range")
+        unknown = [p for p in self.providers if p not in ORT_PROVIDER_NAMES]
+        if not self.providers or unknown:
+            raise ValueError(f"providers {list(self.providers)} must be from "
+                             f"{sorted(ORT_PROVIDER_NAMES)}")
+
+    @classmethod
+    def from_profile(cls, profile: EffectiveProfile, **extra: Any) -> RuntimeOptions:
+        """The options an effective hardware profile asks for; ``extra`` overrides any field."""
+        rt = profile.runtime
+        options = cls(
+            intra_op_threads=rt.intra_op_threads,
+            inter_op_threads=rt.inter_op_threads,
+            execution_mode=rt.execution_mode,
+            graph_optimization=rt.graph_optimization,
+            affinity_cpus=rt.affinity_cpus,
+            allow_spinning=rt.allow_spinning,
+            providers=rt.providers,
+            require_provider=rt.require_provider,
+        )
+        return replace(options, **extra) if extra else options
+
+    def affinity_string(self) -> str | None:
+        """The ``session.intra_op_thread_affinities`` value, or None when not pinned.
+
+        One entry per worker thread (``intra_op_threads - 1``; the calling thread is the other
+        one), each the whole pinned set in onnxruntime's 1-based numbering, e.g. ``"5-8;5-8;5-8"``
+        for 4 threads on CPUs 4-7: the scheduler may move a worker between big cores but never
+        onto a little one.
+        """
+        if not self.affinity_cpus or self.intra_op_threads < 2:
+            return None
+        cpus = ",".join(str(c + 1) for c in sorted(set(self.affinity_cpus)))
+        return ";".join([cpus] * (self.intra_op_threads - 1))
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-able summary for logs and health."""
+        return {
+            "intra_op_threads": self.intra_op_threads,
+            "inter_op_threads": self.inter_op_threads,
+            "execution_mode": self.execution_mode,
+            "graph_optimization": self.graph_optimization,
+            "affinity_cpus": list(self.affinity_cpus),
+            "allow_spinning": self.allow_spinning,
+            "providers": list(self.providers),
+        }
+
+
+def build_session_options(runtime: RuntimeOptions) -> Any:
+    """The ``onnxruntime.SessionOptions`` for ``runtime`` (nothing else builds one)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = runtime.intra_op_threads
+    options.inter_op_num_threads = runtime.inter_op_threads
+    options.execution_mode = (ort.ExecutionMode.ORT_PARALLEL if runtime.execution_mode == "parallel"
+                              else ort.ExecutionMode.ORT_SEQUENTIAL)
+    options.graph_optimization_level = getattr(ort.GraphOptimizationLevel,
+                                               _OPT_LEVELS[runtime.graph_optimization])
+    options.enable_cpu_mem_arena = runtime.enable_cpu_mem_arena
+    options.enable_mem_pattern = runtime.enable_mem_pattern
+    if runtime.optimized_model_path is not None:
+        options.optimized_model_filepath = str(runtime.optimized_model_path)
+        # onnxruntime warns that the saved graph may be CPU-specific; the cache key covers the
+        # CPU's instruction-set flags, so the warning is noise here.
+        options.log_severity_level = 3
+    spinning = "1" if runtime.allow_spinning else "0"
+    options.add_session_config_entry("session.intra_op.allow_spinning", spinning)
+    options.add_session_config_entry("session.inter_op.allow_spinning", spinning)
+    affinity = runtime.affinity_string()
+    if affinity is not None:
+        options.add_session_config_entry("session.intra_op_thread_affinities", affinity)
+    for key, value in runtime.config_entries:
+        options.add_session_config_entry(key, value)
+    return options
+
+
+def plan_providers(
+    runtime: RuntimeOptions, available: Sequence[str]
+) -> tuple[list[str | tuple[str, dict[str, str]]], list[str]]:
+    """The explicit provider list for onnxruntime, and notes about providers skipped.
+
+    ``available`` is ``onnxruntime.get_available_providers()``. CPU always closes the list (it
+    runs the nodes a GPU provider does not take). Raises :class:`ProviderError` when
+    ``require_provider`` is set and the first provider is missing from this build.
+    """
+    plan: list[str | tuple[str, dict[str, str]]] = []
+    notes: list[str] = []
+    for provider in runtime.providers:
+        name = ORT_PROVIDER_NAMES[provider]
+        if name not in available:
+            note = f"{name} requested but this onnxruntime build lacks it (has {list(available)})"
+            if runtime.require_provider and provider == runtime.providers[0]:
+                raise ProviderError(note)
+            notes.append(note)
+            continue
+        if provider == "tensorrt" and runtime.gpu_cache_dir is not None:
+            plan.append((name, {"trt_engine_cache_enable": "True",
+                                "trt_engine_cache_path": str(runtime.gpu_cache_dir)}))
+        elif name not in plan:
+            plan.append(name)
+    if ORT_PROVIDER_NAMES["cpu"] not in plan:
+        plan.append(ORT_PROVIDER_NAMES["cpu"])
+    return plan, notes
+
+
+def create_session(model_path: Path, runtime: RuntimeOptions,
+                   model_sha256: str | None = None, *, part: str = "",
+                   graph: Callable[[], bytes] | None = None,
+                   before_reading: Callable[[], object] | None = None) -> tuple[Any, str]:
+    """Load ``model_path`` into an ``InferenceSession``; returns it and the provider in use
+    (onnxruntime's name, e.g. ``CPUExecutionProvider``).
+
+    ``part`` and ``graph`` load a piece of that model instead (see :mod:`agent.voice.split`):
+    ``graph`` returns the piece's serialized ONNX and is only called when the optimised-model
+    cache does not already hold that ``part`` of the model. ``before_reading`` is called just
+    before ``model_path`` is read (a cache miss without ``graph``); it may raise to refuse.
+
+    A provider that was wanted but is not used is logged as a warning (``onnx_provider_fallback``)
+    and raises :class:`ProviderError` when ``runtime.require_provider`` is set.
+    Runs on the calling thread (the loader); the session itself is thread-safe for ``run``.
+
+    With ``runtime.optimized_cache_dir`` and the model's ``model_sha256``, CPU sessions use the
+    optimised-model cache: the first load saves onnxruntime's optimised graph there, later loads
+    read it with graph optimisation off, which makes session creation several times faster. The
+    cache key covers the model's sha256, the onnxruntime version, the optimisation level and the
+    CPU's instruction-set flags (the saved graph may use CPU-specific layouts). A cached file that
+    fails to load is deleted and the original model is loaded instead.
+    """
+    import onnxruntime as ort
+
+    plan, notes = plan_providers(runtime, ort.get_available_providers())
+    for note in notes:
+        log.warning("onnx_provider_unavailable", detail=note)
+    cached = _optimized_cache_path(runtime, model_sha256, plan, ort.__version__, part)
+    session = _load_cached(cached, runtime, plan) if cached is not None else None
+    if session is None:
+        save_to = data_name = None
+        if cached is not None:
+            token = f"{os.getpid()}-{secrets.token_hex(4)}"
+            save_to = cached.with_name(f".{cached.stem}.{token}.tmp.onnx")
+            data_name = f"{cached.stem}-{token}.data"
+            runtime = replace(runtime, optimized_model_path=save_to, config_entries=(
+                *runtime.config_entries,
+                ("session.optimized_model_external_initializers_file_name", data_name),
+                ("session.optimized_model_external_initializers_min_size_in_bytes",
+                 str(_EXTERNAL_MIN_BYTES))))
+        if graph is None and before_reading is not None:
+            before_reading()
+        source = graph() if graph is not None else str(model_path)
+        session = ort.InferenceSession(source, sess_options=build_session_options(runtime),
+                                       providers=plan)
+        if cached is not None and save_to is not None and data_name is not None:
+            _publish_cached(save_to, cached, data_name)
+    used = session.get_providers()
+    first_wanted = ORT_PROVIDER_NAMES[runtime.providers[0]]
+    if used[0] != first_wanted:
+        detail = f"asked for {first_wanted}, onnxruntime uses {used[0]}"
+        if runtime.require_provider:
+            raise ProviderError(f"{model_path}: {detail}")
+        log.warning("onnx_provider_fallback", model=str(model_path), detail=detail)
+    log.info("onnx_session_created", model=str(model_path), part=part or "whole",
+             provider=used[0], **runtime.describe())
+    return session, used[0]
+
+
+_CACHE_KEEP = 8
+"""Optimised models kept in the cache (the newest); older ones are deleted."""
+_EXTERNAL_MIN_BYTES = 1024
+"""Cached graphs keep their weights (initializers of at least this size) in a data file next to
+them: onnxruntime then parses a small graph and reads the weights straight from that file
+(``bench/streaming_memory.py``: session 133 instead of 183 ms for en_US-joe-medium int8, 15 MiB
+less at load). Each write gets a data file of its own (``<key>-<token>.data``, named inside the
+graph), so a file another process is reading is never rewritten; a newer entry's publication
+deletes the older ones."""
+
+
+def _cpu_flags_digest() -> str:
+    """A short digest of the CPU's instruction-set flags (x86 ``flags``, ARM ``Features``)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
+            lines = {line.split(":", 1)[1].strip() for line in handle
+                     if line.split(":", 1)[0].strip() in ("flags", "Features") and ":" in line}
+    except OSError:
+        lines = set()
+    material = "|".join(sorted(lines)) + "|" + platform.machine()
+    return hashlib.sha256(material.encode()).hexdigest()[:12]
+
+
+def _optimized_cache_path(runtime: RuntimeOptions, model_sha256: str | None,
+                          plan: Sequence[Any], ort_version: str, part: str = "") -> Path | None:
+    if (runtime.optimized_cache_dir is None or not model_sha256
+            or runtime.graph_optimization == "disable" or runtime.optimized_model_path is not None
+            or plan != [ORT_PROVIDER_NAMES["cpu"]]):
+        return None  # GPU providers compile their own graphs; nothing to cache here
+    material = f"{model_sha256}|{ort_version}|{runtime.graph_optimization}|{_cpu_flags_digest()}"
+    if part:
+        material += f"|{part}"
+    key = hashlib.sha256(material.encode()).hexdigest()[:24]
+    try:
+        runtime.optimized_cache_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        log.warning("onnx_optimized_cache_unavailable", dir=str(runtime.optimized_cache_dir),
+                    error=str(exc))
+        return None
+    return runtime.optimized_cache_dir / f"{key}.onnx"
+
+
+def _load_cached(cached: Path, runtime: RuntimeOptions, plan: list[Any]) -> Any:
+    """A session from the cached optimised graph, or None (missing or unusable: deleted)."""
+    import onnxruntime as ort
+
+    if not cached.is_file():
+        return None
+    options = build_session_options(replace(runtime, graph_optimization="disable"))
+    try:
+        session = ort.InferenceSession(str(cached), sess_options=options, providers=plan)
+    except Exception as exc:  # a truncated or foreign file, or its weights gone: rebuild it
+        log.warning("onnx_optimized_cache_bad", file=str(cached), error=str(exc))
+        _remove_entry(cached)
+        return None
+    with contextlib.suppress(OSError):
+        os.utime(cached)  # most recently used
+    log.info("onnx_optimized_cache_hit", file=cached.name)
+    return session
+
+
+def _publish_cached(saved: Path, cached: Path, data_name: str) -> None:
+    """Move onnxruntime's freshly saved graph into place and keep the cache small. The graph's
+    weights are already in ``data_name`` (named inside the graph); data files of the entry this
+    one replaces are deleted (a process still reading one keeps it until it closes it)."""
+    try:
+        os.replace(saved, cached)
+    except OSError as exc:
+        log.warning("onnx_optimized_cache_write_failed", file=str(cached), error=str(exc))
+        saved.unlink(missing_ok=True)
+        (cached.parent / data_name).unlink(missing_ok=True)
+        return
+    for stale in cached.parent.glob(f"{cached.stem}-*.data"):
+        if stale.name != data_name:
+            stale.unlink(missing_ok=True)
+    log.info("onnx_optimized_cache_stored", file=cached.name)
+    entries = sorted(cached.parent.glob("*.onnx"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in entries[_CACHE_KEEP:]:
+        _remove_entry(old)
+
+
+def _remove_entry(cached: Path) -> None:
+    """Delete a cached graph and its weights."""
+    cached.unlink(missing_ok=True)
+    for data in cached.parent.glob(f"{cached.stem}-*.data"):
+        data.unlink(missing_ok=True)
+
+
+def pin_current_thread(runtime: RuntimeOptions) -> bool:
+    """Pin the calling thread to ``runtime.affinity_cpus`` (Linux); True when pinned.
+
+    onnxruntime pins only its own worker threads; the thread that calls ``session.run`` does the
+    remaining share of every operator, so the synthesis worker calls this once at its start.
+    """
+    if not runtime.affinity_cpus or not hasattr(os, "sched_setaffinity"):
+        return False
+    try:
+        os.sched_setaffinity(0, runtime.affinity_cpus)  # 0 = the calling thread on Linux
+    except OSError as exc:
+        log.warning("thread_affinity_failed", cpus=list(runtime.affinity_cpus), error=str(exc))
+        return False
+    return True

@@ -1,0 +1,327 @@
+"""A loaded Piper voice: verified bundle + onnxruntime session + text frontend.
+
+``Voice.synthesize`` turns text into 16-bit PCM :class:`AudioChunk` s, lazily, so a caller can
+start playing the first sentence while the next is synthesized: one chunk per sentence, except
+that a Piper voice streams a request's first sentence in decoder windows (see
+:mod:`agent.voice.streaming`), so its first part plays while the rest is decoded. The model is
+warmed up at load (one short inference), so the first real request does not pay for
+onnxruntime's lazy initialisation, and a model that produces silence or NaNs is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agent.audio.format import AudioChunk
+from agent.logs import get_logger
+from agent.text.frontend import Frontend, Sentence
+from agent.voice import streaming
+from agent.voice.bundle import Bundle, BundleError, check_sha256, read_bundle
+from agent.voice.onnx_session import RuntimeOptions
+from agent.voice.sessions import open_session
+from agent.voice.streaming import StreamGain, WindowPlan, peak_normalize
+
+__all__ = ["SynthesisParams", "Voice", "VoiceConfig", "VoiceLoadError", "model_feeds"]
+
+log = get_logger(__name__)
+
+WARMUP_TEXT = "Ready."
+REQUIRED_INPUTS = ("input", "input_lengths", "scales")
+MAX_CONFIG_BYTES = 1 << 20
+
+
+def model_feeds(ids: Sequence[int], scales: tuple[float, float, float]) -> dict[str, np.ndarray]:
+    """The Piper model inputs for one sentence's phoneme ids and its (noise, length, noise_w)
+    scales (no ``sid``)."""
+    return {
+        "input": np.asarray([ids], dtype=np.int64),
+        "input_lengths": np.asarray([len(ids)], dtype=np.int64),
+        "scales": np.asarray(scales, dtype=np.float32),
+    }
+
+
+class VoiceLoadError(Exception):
+    """A voice could not be loaded: bad bundle, bad config, wrong model signature, bad output."""
+
+
+@dataclass(frozen=True, slots=True)
+class SynthesisParams:
+    """Per-request synthesis settings; ``None`` means the voice's own default."""
+
+    length_scale: float | None = None
+    """Phoneme duration multiplier: > 1 is slower speech."""
+    noise_scale: float | None = None
+    """Generator noise (expressiveness); 0 makes output deterministic."""
+    noise_w: float | None = None
+    """Duration-predictor noise (rhythm variation); 0 makes durations deterministic."""
+    speaker_id: int | None = None
+    """Speaker of a multi-speaker voice."""
+
+
+@dataclass(frozen=True, slots=True)
+class VoiceConfig:
+    """What a Piper ``.onnx.json`` says about its voice."""
+
+    espeak_voice: str
+    sample_rate: int
+    phoneme_id_map: Mapping[str, Sequence[int]]
+    length_scale: float = 1.0
+    noise_scale: float = 0.667
+    noise_w: float = 0.8
+    num_speakers: int = 1
+    speaker_id_map: Mapping[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def from_file(cls, path: Path) -> VoiceConfig:
+        try:
+            if path.stat().st_size > MAX_CONFIG_BYTES:
+                raise VoiceLoadError(f"{path}: voice config larger than {MAX_CONFIG_BYTES} bytes")
+            data = json.loads(path.read_text(encoding="utf-8"))
+            inference = data.get("inference", {})
+            id_map = {str(k): [int(i) for i in v] for k, v in data["phoneme_id_map"].items()}
+            return cls(
+                espeak_voice=str(data["espeak"]["voice"]),
+                sample_rate=int(data["audio"]["sample_rate"]),
+                phoneme_id_map=id_map,
+                length_scale=float(inference.get("length_scale", 1.0)),
+                noise_scale=float(inference.get("noise_scale", 0.667)),
+                noise_w=float(inference.get("noise_w", 0.8)),
+                num_speakers=int(data.get("num_speakers", 1)),
+                speaker_id_map={str(k): int(v) for k, v in data.get("speaker_id_map", {}).items()},
+            )
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise VoiceLoadError(f"{path}: not a usable Piper voice config: {exc!r}") from exc
+
+
+class Voice:
+    """One voice variant, loaded and warm. Thread-safe: ``synthesize`` may run concurrently."""
+
+    def __init__(
+        self,
+        bundle: Bundle,
+        *,
+        variant: str = "fp32",
+        runtime: RuntimeOptions | None = None,
+        max_chars: int = 5000,
+        phoneme_cache_size: int = 1024,
+        sentence_silence_s: float = 0.0,
+        max_clause_phonemes: int = 0,
+        stream_first_frames: int = streaming.FIRST_FRAMES,
+        stream_growth: int | None = None,
+        stream_max_window_frames: int = streaming.MAX_WINDOW_FRAMES,
+        verified: Callable[[], object] | None = None,
+    ) -> None:
+        """``verified``, when given, returns once ``bundle``'s files match their sha256 and
+        raises :class:`BundleError` otherwise (see :meth:`load`); it is called before the model
+        file is read and before the first inference. Without it, ``bundle`` must be verified."""
+        started = time.monotonic()
+        self.bundle = bundle
+        self.name = bundle.voice
+        self.version = bundle.version
+        self.variant = variant
+        self.config = VoiceConfig.from_file(bundle.config_path)
+        if self.config.sample_rate != bundle.sample_rate:
+            raise VoiceLoadError(
+                f"{bundle.voice}: config says {self.config.sample_rate} Hz, "
+                f"manifest says {bundle.sample_rate} Hz"
+            )
+        self.sample_rate = self.config.sample_rate
+        self.sentence_silence_s = sentence_silence_s
+        self.max_clause_phonemes = max_clause_phonemes
+        self.frontend = Frontend(self.config.espeak_voice, self.config.phoneme_id_map,
+                                 max_chars=max_chars, cache_size=phoneme_cache_size)
+        model_path = bundle.model_path(variant)
+        verify: Callable[[], object] = verified or (lambda: None)
+        try:
+            self.engine = open_session(model_path, runtime or RuntimeOptions(),
+                                       bundle.sha256.get(model_path.name),
+                                       split=stream_first_frames > 0, before_reading=verify)
+        except BundleError:
+            raise
+        except Exception as exc:  # onnxruntime raises its own exception types
+            raise VoiceLoadError(f"{model_path}: onnxruntime cannot load it: {exc}") from exc
+        verify()  # a session from the optimised-model cache never read the model file
+        self.session, self.provider = self.engine.session, self.engine.provider
+        self._check_signature()
+        self.window_plan: WindowPlan | None = None
+        """How sentences are cut into windows; None = every sentence is decoded whole (so is
+        the warm-up: the plan's growth follows the speed it shows)."""
+        self.warmup_s = self._warm_up()
+        if self.engine.pad is not None and self.engine.hop > 0 and stream_first_frames > 0:
+            per_frame = streaming.FRAME_SAMPLES / self.engine.hop  # settings' frames -> cut's
+            self.window_plan = WindowPlan(
+                math.ceil(stream_first_frames * per_frame),
+                stream_growth or streaming.auto_growth(self.warmup_s, self.warmup_audio_s),
+                math.ceil(stream_max_window_frames * per_frame), self.engine.pad)
+        self.load_s = time.monotonic() - started
+        self.loaded_at = time.time()
+        log.info("voice_loaded", voice=self.name, version=self.version, variant=variant,
+                 provider=self.provider, load_s=round(self.load_s, 3),
+                 warmup_s=round(self.warmup_s, 3), streaming=self.streaming)
+
+    @classmethod
+    def load(cls, bundle_dir: Path, **kwargs: Any) -> Voice:
+        """Load the bundle in ``bundle_dir``, verified against its manifest.
+
+        The files are hashed on a helper thread while onnxruntime builds the session from the
+        optimised-model cache (both release the GIL, so a second core takes the hashing off the
+        start-up path); the model file itself is read only after it matched, and nothing runs
+        before the hashes did.
+        """
+        try:
+            bundle = read_bundle(bundle_dir, kwargs.get("variant", "fp32"))
+            with ThreadPoolExecutor(1, thread_name_prefix="sha256") as pool:
+                hashing = pool.submit(check_sha256, bundle)
+                return cls(bundle, verified=hashing.result, **kwargs)
+        except BundleError as exc:
+            raise VoiceLoadError(str(exc)) from exc
+
+    @property
+    def sha256(self) -> str:
+        """sha256 of the loaded model file."""
+        return self.bundle.sha256[self.bundle.model_path(self.variant).name]
+
+    def _check_signature(self) -> None:
+        names = {i.name for i in self.session.get_inputs()}
+        missing = [n for n in REQUIRED_INPUTS if n not in names]
+        if missing:
+            raise VoiceLoadError(
+                f"{self.name}: model inputs {sorted(names)} lack {missing}; not a Piper voice"
+            )
+        self._has_sid = "sid" in names
+        if self.config.num_speakers > 1 and not self._has_sid:
+            raise VoiceLoadError(
+                f"{self.name}: multi-speaker config but the model has no sid input")
+        if not self.session.get_outputs():
+            raise VoiceLoadError(f"{self.name}: model has no outputs")
+
+    warmup_text = WARMUP_TEXT
+
+    def _warm_up(self) -> float:
+        """One inference before serving: onnxruntime initialises lazily, and a model that
+        yields no audio, NaNs or silence is refused here rather than on a user's request."""
+        started = time.monotonic()
+        audio = self.ids_to_audio(self.frontend.ids(self.frontend.sentences(WARMUP_TEXT)[0]),
+                                  SynthesisParams(noise_scale=0.0, noise_w=0.0))
+        if audio.size == 0 or not np.all(np.isfinite(audio)):
+            raise VoiceLoadError(f"{self.name}: warm-up produced no audio or non-finite samples")
+        if float(np.max(np.abs(audio))) < 1e-4:
+            raise VoiceLoadError(f"{self.name}: warm-up produced silence")
+        self.warmup_audio_s = audio.size / self.sample_rate
+        return time.monotonic() - started
+
+    @property
+    def streaming(self) -> dict[str, float] | None:
+        """How this voice streams, for health reports: its first and longest window, the window
+        growth and the context decoded on each side of a cut (seconds of audio); None when it
+        decodes whole."""
+        plan = self.window_plan
+        if plan is None:
+            return None
+
+        def seconds(frames: int) -> float:
+            return round(frames * self.engine.hop / self.sample_rate, 4)
+
+        return {"first_window_s": seconds(plan.first_frames), "growth": plan.growth,
+                "max_window_s": seconds(plan.max_window_frames),
+                "context_s": seconds(plan.pad)}
+
+    @property
+    def chunking(self) -> tuple[int, ...]:
+        """Everything besides text, model and parameters that shapes the audio's chunks and
+        levels (clause splitting, stream windows), for cache keys. Not the window growth: it
+        follows the board's measured speed, and only moves where later windows start."""
+        plan = self.window_plan
+        return (self.max_clause_phonemes,
+                *((plan.first_frames, plan.max_window_frames) if plan else ()))
+
+    def ids_to_audio(self, ids: Sequence[int], params: SynthesisParams) -> np.ndarray:
+        """Run the model on one sentence's phoneme ids; float32 mono samples, unnormalised.
+        A voice that decodes in windows decodes the sentence in windows of at most
+        ``max_window_frames`` (the same samples, bounded memory)."""
+        feeds = self._feeds(ids, params)
+        plan = self.window_plan
+        if plan is None:
+            return self.engine.audio(feeds)
+        latent = self.engine.latent(feeds)
+        return np.concatenate([self._decode(latent, feeds, start, end)
+                               for start, end in plan.windows(latent.shape[-1], first=False)])
+
+    def _decode(self, latent: np.ndarray, feeds: Mapping[str, np.ndarray], start: int,
+                end: int) -> np.ndarray:
+        """Audio of latent frames ``[start, end)`` (a voice that decodes in windows)."""
+        plan, engine = self.window_plan, self.engine
+        if plan is None:
+            raise RuntimeError("this voice does not decode in windows")
+        return plan.decode(lambda z: engine.decode(z, feeds), latent, start, end, engine.hop)
+
+    def _feeds(self, ids: Sequence[int], params: SynthesisParams) -> dict[str, np.ndarray]:
+        config = self.config
+        feeds = model_feeds(ids, (
+            config.noise_scale if params.noise_scale is None else params.noise_scale,
+            config.length_scale if params.length_scale is None else params.length_scale,
+            config.noise_w if params.noise_w is None else params.noise_w,
+        ))
+        if self._has_sid:
+            speaker = params.speaker_id or 0
+            if not 0 <= speaker < max(1, config.num_speakers):
+                raise ValueError(f"speaker id {speaker} out of range 0..{config.num_speakers - 1}")
+            feeds["sid"] = np.asarray([speaker], dtype=np.int64)
+        return feeds
+
+    def sentences(self, text: str) -> list[Sentence]:
+        """The frontend's sentences for ``text`` (raises ``TextError`` for unspeakable text)."""
+        return self.frontend.sentences(text, self.max_clause_phonemes)
+
+    def synthesize(self, text: str, params: SynthesisParams | None = None) -> Iterator[AudioChunk]:
+        """16-bit mono chunks (one per sentence or decoder window), synthesized as the caller
+        iterates.
+
+        Text errors (empty, too long) are raised before the first chunk.
+        """
+        return self.synthesize_sentences(self.sentences(text), params)
+
+    def synthesize_sentences(
+        self, sentences: Sequence[Sentence], params: SynthesisParams | None = None
+    ) -> Iterator[AudioChunk]:
+        """Like :meth:`synthesize` for sentences the caller has already made."""
+        params = params or SynthesisParams()
+        silence = np.zeros(int(self.sentence_silence_s * self.sample_rate), dtype=np.float32)
+        for index, sentence in enumerate(sentences):
+            ids = self.frontend.ids(sentence)
+            if index == 0 and self.window_plan is not None:
+                # Only a request's first sentence streams: later ones are synthesized while the
+                # one before them plays.
+                yield from self._streamed(ids, params, sentence.text, silence)
+                continue
+            audio = peak_normalize(self.ids_to_audio(ids, params))
+            if silence.size:
+                audio = np.concatenate([audio, silence])
+            yield AudioChunk.from_float(audio, self.sample_rate, sentence.text)
+
+    def _streamed(self, ids: Sequence[int], params: SynthesisParams, text: str,
+                  silence: np.ndarray) -> Iterator[AudioChunk]:
+        """A request's first sentence as a chunk per latent window, each yielded as soon as it
+        is decoded (see :mod:`agent.voice.streaming`)."""
+        plan = self.window_plan
+        if plan is None:
+            raise RuntimeError("this voice does not decode in windows")
+        feeds = self._feeds(ids, params)
+        latent = self.engine.latent(feeds)
+        windows = plan.windows(latent.shape[-1])
+        gain = StreamGain(self.sample_rate)
+        for number, (start, end) in enumerate(windows, 1):
+            part = self._decode(latent, feeds, start, end)
+            audio = peak_normalize(part) if len(windows) == 1 else gain.apply(part)
+            if number == len(windows) and silence.size:
+                audio = np.concatenate([audio, silence])
+            yield AudioChunk.from_float(audio, self.sample_rate, text if number == 1 else "")

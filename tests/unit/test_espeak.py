@@ -1,0 +1,222 @@
+"""espeak-ng through ctypes: the real system library segments and phonemizes.
+
+Phonemes pinned here avoid the words whose pronunciation changed between espeak-ng releases
+(the 'or' vowel, the linking glide; see README, "Text frontend"), so they hold on 1.51 and 1.52.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from agent.text.espeak import (
+    DATA_ENV,
+    LIBRARY_ENV,
+    Clause,
+    EspeakError,
+    EspeakPhonemizer,
+    terminator_of,
+)
+from tests.support import REPO
+
+ROOT = REPO
+
+
+@pytest.fixture(scope="module")
+def espeak() -> EspeakPhonemizer:
+    return EspeakPhonemizer("en-us")
+
+
+def _summary(clauses: list[Clause]) -> list[tuple[str, str, bool]]:
+    return [(c.phonemes, c.terminator, c.end_of_sentence) for c in clauses]
+
+
+# --- terminator recovery (pure) ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("consumed", "expected"),
+    [
+        ("Hello,", (",", False)),
+        ("world!", ("!", True)),
+        ("How are you?", ("?", True)),
+        ("Fine.", (".", True)),
+        ("Remember:", (":", False)),
+        ("I came;", (";", False)),
+        ("no mark at all", ("", False)),
+        # a run of ? and ! counts as its first mark, as espeak-ng reads it
+        ("What?!", ("?", True)),
+        ("Really!?", ("!", True)),
+        ("No!!!", ("!", True)),
+        # dashes end a clause as semicolons; an ellipsis ends one with no mark
+        ("Wait \u2014", (";", False)),
+        ("Wait \u2013", (";", False)),
+        ("Wait...", ("", False)),
+        ("Well\u2026", ("", False)),
+        # closing quotes and brackets after the mark do not hide it
+        ('He said "stop."', (".", True)),
+        ("(Yes.)", (".", True)),
+        ("\u201cReally?\u201d ", ("?", True)),
+        # full-width marks: no terminator, but sentence ends where they are sentence marks
+        ("Hello\uff01", ("", True)),
+        ("Fine\u3002", ("", True)),
+        ("Yes\uff0c", ("", False)),
+        # punctuation without a letter or digit before it ends nothing
+        ("?!", ("", False)),
+        (". . .", ("", False)),
+    ],
+)
+def test_terminator_of(consumed: str, expected: tuple[str, bool]) -> None:
+    assert terminator_of(consumed) == expected
+
+
+# --- segmentation with the real library -------------------------------------------------------
+
+
+def test_clauses_carry_terminators_and_sentence_ends(espeak: EspeakPhonemizer) -> None:
+    clauses = espeak.clauses("Hello, world! How are you? Fine.")
+    assert _summary(clauses) == [
+        ("həlˈoʊ", ",", False),
+        ("wˈɜːld", "!", True),
+        ("hˈaʊ ɑːɹ juː", "?", True),
+        ("fˈaɪn", ".", True),
+    ]
+    assert [c.text for c in clauses] == ["Hello,", "world!", "How are you?", "Fine."]
+
+
+def test_clause_texts_cover_the_input(espeak: EspeakPhonemizer) -> None:
+    text = 'He said "Hi." "Bye." Then (after a pause) he left; the end...'
+    clauses = espeak.clauses(text)
+    assert " ".join(c.text for c in clauses) == text
+    # the closing quote stays with the clause it closes
+    assert [c.text for c in clauses][:2] == ['He said "Hi."', '"Bye."']
+
+
+def test_dash_question_runs_and_ellipsis(espeak: EspeakPhonemizer) -> None:
+    assert _summary(espeak.clauses("Wait \u2014 I forgot my keys.")) == [
+        ("wˈeɪt", ";", False),
+        ("aɪ fɚɡˈɑːt maɪ kˈiːz", ".", True),
+    ]
+    assert [(c.terminator, c.end_of_sentence) for c in espeak.clauses("What?! Really!?")] == [
+        ("?", True), ("!", True)]
+    assert [(c.terminator, c.end_of_sentence)
+            for c in espeak.clauses("Well... maybe; yes: no")] == [
+        ("", False), (";", False), (":", False), ("", False)]
+
+
+def test_abbreviations_follow_espeak(espeak: EspeakPhonemizer) -> None:
+    # A dot before a lower-case word is an abbreviation; before a capital it ends a sentence
+    # (that is also what Piper does, so the voice heard it that way).
+    assert len(espeak.clauses("It is 5 p.m. now.")) == 1
+    assert [c.text for c in espeak.clauses("Dr. Jones will see you now.")] == [
+        "Dr.", "Jones will see you now."]
+
+
+def test_punctuation_only_gives_no_clause(espeak: EspeakPhonemizer) -> None:
+    assert espeak.clauses(".") == []
+    assert espeak.clauses("?!") == []
+    assert espeak.clauses("") == []
+
+
+def test_long_clause_is_cut_without_terminator(espeak: EspeakPhonemizer) -> None:
+    clauses = espeak.clauses(" ".join(["word"] * 300) + ".")
+    assert len(clauses) > 1
+    assert all((c.terminator, c.end_of_sentence) == ("", False) for c in clauses[:-1])
+    assert (clauses[-1].terminator, clauses[-1].end_of_sentence) == (".", True)
+    assert sum(c.phonemes.split().count("wˈɜːd") for c in clauses) == 300
+
+
+def test_language_switch_flags_are_removed(espeak: EspeakPhonemizer) -> None:
+    # espeak-ng wraps words it reads in another language in "(ko)...(en-us)".
+    (clause,) = espeak.clauses("\ud55c\uad6d")
+    assert clause.phonemes
+    assert "(" not in clause.phonemes and ")" not in clause.phonemes
+    assert "ko" not in clause.phonemes
+
+
+def test_concurrent_callers_get_their_own_results(espeak: EspeakPhonemizer) -> None:
+    texts = [f"Announcement number {n}, platform {n % 7}." for n in range(24)]
+    expected = {text: _summary(espeak.clauses(text)) for text in texts}
+    results: dict[str, list[tuple[str, str, bool]]] = {}
+    lock = threading.Lock()
+
+    def work(chunk: list[str]) -> None:
+        for text in chunk * 3:
+            summary = _summary(espeak.clauses(text))
+            with lock:
+                results.setdefault(text, summary)
+                assert results[text] == summary
+
+    threads = [threading.Thread(target=work, args=(texts[i::4],)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == expected
+
+
+def test_version_and_library(espeak: EspeakPhonemizer) -> None:
+    assert espeak.version.startswith("1.")
+    assert "espeak" in espeak.library
+
+
+def test_unknown_voice_is_refused(espeak: EspeakPhonemizer) -> None:
+    with pytest.raises(EspeakError, match="no voice"):
+        EspeakPhonemizer("xx-nonexistent")
+
+
+def test_one_build_per_process(espeak: EspeakPhonemizer) -> None:
+    with pytest.raises(EspeakError, match="already loaded"):
+        EspeakPhonemizer("en-us", library="/nonexistent/libespeak-ng.so.9")
+
+
+# --- build selection (needs a fresh process: the first phonemizer decides) --------------------
+
+
+def _run_fresh(env_overrides: dict[str, str], code: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in (LIBRARY_ENV, DATA_ENV)}
+    env.update(env_overrides)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, cwd=ROOT, check=False, timeout=120)
+
+
+def test_library_env_selects_the_build(tmp_path: Path) -> None:
+    missing = tmp_path / "libespeak-ng-missing.so"
+    done = _run_fresh({LIBRARY_ENV: str(missing)},
+                      "from agent.text.espeak import EspeakPhonemizer\n"
+                      "try:\n    EspeakPhonemizer('en-us')\n"
+                      "except Exception as exc:\n    print(type(exc).__name__, exc)\n")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("EspeakError")
+    assert str(missing) in done.stdout
+
+
+def test_data_env_reaches_espeak_initialize(tmp_path: Path) -> None:
+    done = _run_fresh({DATA_ENV: str(tmp_path / "no-data-here")},
+                      "from agent.text.espeak import EspeakPhonemizer\n"
+                      "try:\n    EspeakPhonemizer('en-us')\n"
+                      "except Exception as exc:\n    print(type(exc).__name__, exc)\n")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("EspeakError")
+    assert "no-data-here" in done.stdout
+
+
+def test_system_library_by_default() -> None:
+    done = _run_fresh({}, "from agent.text.espeak import EspeakPhonemizer\n"
+                          "p = EspeakPhonemizer('en-us')\n"
+                          "print(p.library, p.version, p.terminator_api)\n")
+    assert done.returncode == 0, done.stderr
+    library, version, _ = done.stdout.split()
+    assert "libespeak-ng" in library
+    assert version.startswith("1.")
+
+
+def test_other_data_in_the_same_process_is_refused(espeak: EspeakPhonemizer,
+                                                    tmp_path: Path) -> None:
+    with pytest.raises(EspeakError, match="already loaded"):
+        EspeakPhonemizer("en-us", data_path=str(tmp_path))
