@@ -179,12 +179,15 @@ install_voice() {
 install_files() {
   local unit_src="$SELF_DIR/$UNIT_NAME"
   say "installing the unit, the default configuration and the documentation"
-  install -d -m 0755 "$ROOT$PREFIX" "$ROOT$SHARE/doc" "$ROOT$UNIT_DIR" "$ROOT$CONF_DIR" \
+  install -d -m 0755 "$ROOT$PREFIX" "$ROOT$SHARE/doc/docs" "$ROOT$UNIT_DIR" "$ROOT$CONF_DIR" \
     "$ROOT$STATE_DIR/models"
   : > "$ROOT$PREFIX/$MARKER"
   install -m 0644 "$SELF_DIR/agent.toml" "$ROOT$SHARE/agent.toml.default"
   if [ -f "$REPO/README.md" ]; then
     install -m 0644 "$REPO/README.md" "$ROOT$SHARE/doc/README.md"
+  fi
+  if [ -d "$REPO/docs" ]; then
+    install -m 0644 "$REPO"/docs/*.md "$ROOT$SHARE/doc/docs/"
   fi
   if [ "$PREFIX" = "/opt/tts-agent" ]; then
     install -m 0644 "$unit_src" "$ROOT$UNIT_DIR/$UNIT_NAME"

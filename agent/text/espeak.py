@@ -6,7 +6,7 @@ x86_64 (espeakng-loader) or are GPL runtimes we must not depend on (piper-tts). 
 build closest to what the voices expect: ``bench/phoneme_parity.py`` finds Debian's 1.51 giving
 the very ids of piper-phonemize 1.1.0, the phonemizer Piper 1.0 voices were trained with, on
 its whole corpus, while upstream 1.52 changes the vowel of 'or' words and the espeak-ng inside
-piper-tts 1.8 adds a linking glide the voice has never seen (README, "Text frontend").
+piper-tts 1.8 adds a linking glide the voice has never seen (docs/text.md).
 
 Another build can be chosen without code changes, for benchmarks or a board with a newer
 espeak-ng: ``TTS_AGENT_ESPEAK_LIBRARY`` names the shared library (a path, or a name for the

@@ -67,6 +67,7 @@ def test_install_lays_out_the_service_and_uninstall_leaves_nothing(tmp_path: Pat
     assert (root / "var/lib/tts-agent/models").is_dir()
     if (ROOT / "README.md").exists():
         assert (root / "opt/tts-agent/share/doc/README.md").is_file()
+        assert (root / "opt/tts-agent/share/doc/docs/operations.md").is_file()
 
     # A second install (an upgrade) keeps the administrator's configuration and password.
     config.write_text(config.read_text() + '\n# edited\n')

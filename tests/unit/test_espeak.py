@@ -1,7 +1,7 @@
 """espeak-ng through ctypes: the real system library segments and phonemizes.
 
 Phonemes pinned here avoid the words whose pronunciation changed between espeak-ng releases
-(the 'or' vowel, the linking glide; see README, "Text frontend"), so they hold on 1.51 and 1.52.
+(the 'or' vowel, the linking glide; see docs/text.md), so they hold on 1.51 and 1.52.
 """
 
 from __future__ import annotations
