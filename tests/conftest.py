@@ -1,14 +1,28 @@
-"""Shared fixtures: the tiny generated voice and the real voice prepared by build.sh."""
+"""Shared fixtures, registered once here: voices (the tiny generated one, the real one prepared
+by build.sh), a real Mosquitto (``mqtt_broker``), an ALSA configuration of the test's own
+(``alsa``) and a stand-in for systemd's notify socket (``notify``).
+
+Test modules use them by naming them as parameters; the plain helpers behind them (``Broker``,
+``running_broker``, ``AlsaConfig``, ``NotifySocket``, ...) are imported from ``tests.support``.
+The broker and ALSA helpers are imported when a test first asks for them, so collecting the
+unit tests does not load the whole agent.
+"""
 
 from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.support import REPO, make_tiny_voice
+from tests.support.notify_socket import NotifySocket
+
+if TYPE_CHECKING:
+    from tests.support.alsa_sink import AlsaConfig
+    from tests.support.broker import Broker
 
 ROOT = REPO
 REAL_MODELS = ROOT / "models"
@@ -43,3 +57,29 @@ def real_models_dir() -> Path:
 def real_voice_dir(real_models_dir: Path) -> Path:
     return real_models_dir / REAL_VOICE
 
+
+
+@pytest.fixture()
+def mqtt_broker(tmp_path: Path) -> Iterator[Broker]:
+    """A plain Mosquitto on a random loopback port, for one test."""
+    from tests.support.broker import running_broker
+
+    with running_broker(tmp_path / "broker") as running:
+        yield running
+
+
+@pytest.fixture()
+def alsa(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AlsaConfig:
+    """An ALSA configuration in ``tmp_path`` that only this test's process reads
+    (``ALSA_CONFIG_PATH``); add the PCMs the test plays into."""
+    from tests.support.alsa_sink import AlsaConfig
+
+    return AlsaConfig(tmp_path, monkeypatch)
+
+
+@pytest.fixture()
+def notify(tmp_path: Path) -> Iterator[NotifySocket]:
+    """A notify socket bound at ``tmp_path/notify.sock``; pass ``notify.env()`` to a child."""
+    sock = NotifySocket(tmp_path / "notify.sock")
+    yield sock
+    sock.close()

@@ -9,7 +9,6 @@ by a stand-in PCM object that answers the way pyalsaaudio does (``write`` return
 from __future__ import annotations
 
 import errno
-from pathlib import Path
 
 import alsaaudio
 import numpy as np
@@ -24,11 +23,6 @@ from agent.audio.device import (
     open_output,
 )
 from tests.support.alsa_sink import AlsaConfig, read_samples
-
-
-@pytest.fixture
-def alsa(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AlsaConfig:
-    return AlsaConfig(tmp_path, monkeypatch)
 
 
 @pytest.mark.alsa

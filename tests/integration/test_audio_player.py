@@ -26,11 +26,6 @@ from tests.support.alsa_sink import (
 pytestmark = pytest.mark.alsa
 
 
-@pytest.fixture
-def alsa(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AlsaConfig:
-    return AlsaConfig(tmp_path, monkeypatch)
-
-
 def test_sentences_reach_the_file_in_order_whole_and_followed_by_silence(
     alsa: AlsaConfig,
 ) -> None:

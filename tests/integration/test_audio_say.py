@@ -28,11 +28,6 @@ def _tts(*args: str, models: Path, alsa: AlsaConfig,
                           text=True, env=env, timeout=120, check=False)
 
 
-@pytest.fixture
-def alsa(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AlsaConfig:
-    return AlsaConfig(tmp_path, monkeypatch)
-
-
 def test_say_plays_exactly_what_synth_writes(tiny_voice_dir: Path, alsa: AlsaConfig,
                                              tmp_path: Path) -> None:
     out = alsa.add_file("spk")

@@ -16,7 +16,6 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +30,11 @@ from agent.mqtt.tracker import RequestTracker
 from agent.settings import CacheSettings, Settings
 from agent.voice.bundle import read_manifest
 from tests.support import stall_voice
-from tests.support.broker import Broker, Recorder, agent_settings, daemon, mqtt_broker
+from tests.support.broker import Broker, Recorder, agent_settings, daemon
 from tests.support.make_tiny_voice import build_bundle
 from tests.support.notify_socket import Message, NotifySocket
 
 pytestmark = [pytest.mark.broker, pytest.mark.alsa]
-__all__ = ["mqtt_broker"]
 
 DEV = Namespace("tts").device("t1")
 SYSTEM_ALSA_CONF = Path("/usr/share/alsa/alsa.conf")
@@ -46,13 +44,6 @@ first one, a fresh one after a connect or a ``ping``, or a change of state."""
 
 
 # -- helpers ---------------------------------------------------------------------------------
-
-@pytest.fixture()
-def notify(tmp_path: Path) -> Iterator[NotifySocket]:
-    sock = NotifySocket(tmp_path / "notify.sock")
-    yield sock
-    sock.close()
-
 
 def fields_of(messages: list[Message], key: str) -> list[str]:
     return [m.fields[key] for m in messages if key in m]

@@ -17,13 +17,11 @@ from tests.support.broker import (
     Broker,
     Recorder,
     agent_settings,
-    mqtt_broker,
     running_agent,
     running_broker,
 )
 
 pytestmark = [pytest.mark.broker, pytest.mark.alsa]
-__all__ = ["mqtt_broker"]
 
 NS = Namespace("tts")
 DEV = NS.device("t1")

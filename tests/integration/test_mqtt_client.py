@@ -16,10 +16,9 @@ from agent.mqtt.client import (
     OutboundMessage,
 )
 from agent.mqtt.topics import Topic, TopicFilter
-from tests.support.broker import Broker, Certificates, Recorder, mqtt_broker, running_broker
+from tests.support.broker import Broker, Certificates, Recorder, running_broker
 
 pytestmark = pytest.mark.broker
-__all__ = ["mqtt_broker"]
 
 T = Topic("test/a")
 

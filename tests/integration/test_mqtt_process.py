@@ -13,10 +13,9 @@ import pytest
 
 from agent.mqtt.topics import Namespace
 from agent.settings import Settings
-from tests.support.broker import Broker, Recorder, agent_env, agent_settings, daemon, mqtt_broker
+from tests.support.broker import Broker, Recorder, agent_env, agent_settings, daemon
 
 pytestmark = [pytest.mark.broker, pytest.mark.alsa]
-__all__ = ["mqtt_broker"]
 
 DEV = Namespace("tts").device("t1")
 

@@ -16,10 +16,9 @@ import pytest
 from agent.mqtt.topics import Namespace
 from agent.service import AgentService
 from agent.voice.bundle import verify_bundle, write_manifest
-from tests.support.broker import Broker, Recorder, agent_settings, mqtt_broker, running_agent
+from tests.support.broker import Broker, Recorder, agent_settings, running_agent
 
 pytestmark = [pytest.mark.voice, pytest.mark.broker, pytest.mark.alsa]
-__all__ = ["mqtt_broker"]
 
 VOICE = "en_US-joe-medium"
 DEV = Namespace("tts").device("t1")

@@ -7,6 +7,8 @@ messages, as a production broker would.
 
 ``Recorder`` subscribes with the agent's own :class:`agent.mqtt.client.MqttClient` and collects
 what arrives, so tests can wait for a message matching a predicate.
+
+The ``mqtt_broker`` fixture (a plain broker for one test) is registered in ``tests/conftest.py``.
 """
 
 from __future__ import annotations
@@ -26,8 +28,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from agent.mqtt.client import InboundMessage, MqttClient, OutboundMessage
 from agent.mqtt.topics import Topic, TopicFilter
@@ -205,13 +205,6 @@ def running_broker(directory: Path, *, tls: bool = False, mutual_tls: bool = Fal
         yield broker
     finally:
         broker.stop()
-
-
-@pytest.fixture()
-def mqtt_broker(tmp_path: Path) -> Iterator[Broker]:
-    """A plain Mosquitto on a random loopback port, for one test."""
-    with running_broker(tmp_path / "broker") as running:
-        yield running
 
 
 class Recorder:

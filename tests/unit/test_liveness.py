@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 
@@ -30,13 +29,6 @@ def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "condition not reached"
         time.sleep(0.01)
-
-
-@pytest.fixture
-def notify(tmp_path: Path) -> Iterator[NotifySocket]:
-    sock = NotifySocket(tmp_path / "notify")
-    yield sock
-    sock.close()
 
 
 def test_busy_longer_than_stall_is_hung_and_progress_revives_it() -> None:

@@ -9,7 +9,6 @@ import sys
 import textwrap
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,13 +16,6 @@ import pytest
 from agent.health.sdnotify import MAX_STATUS_CHARS, Notifier
 from tests.support import REPO
 from tests.support.notify_socket import NotifySocket
-
-
-@pytest.fixture
-def notify(tmp_path: Path) -> Iterator[NotifySocket]:
-    sock = NotifySocket(tmp_path / "notify")
-    yield sock
-    sock.close()
 
 
 def test_ready_with_status_reaches_the_socket_from_this_process(notify: NotifySocket) -> None:
