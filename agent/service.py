@@ -61,7 +61,8 @@ from agent.mqtt.publisher import EventPublisher
 from agent.mqtt.topics import Namespace
 from agent.mqtt.tracker import RequestTracker
 from agent.pipeline.phrase_cache import PhraseWarmer, open_phrase_cache
-from agent.pipeline.worker import JobQueue, SynthesisWorker
+from agent.pipeline.jobs import JobQueue
+from agent.pipeline.worker import SynthesisWorker
 from agent.settings import Settings
 from agent.voice.onnx_session import pin_current_thread
 from agent.voice.voice import VoiceLoadError

@@ -29,6 +29,7 @@ from typing import Any
 import alsaaudio
 
 from agent.audio.convert import SUPPORTED_SAMPLE_FORMATS
+from agent.audio.stats import DeviceInfo
 from agent.logs import get_logger
 
 __all__ = [
@@ -82,16 +83,11 @@ class DeviceParams:
         """One period in seconds."""
         return self.period_frames / self.rate
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> DeviceInfo:
         """JSON-able summary for health reports and logs."""
-        return {
-            "name": self.name,
-            "rate": self.rate,
-            "channels": self.channels,
-            "format": self.sample_format,
-            "period_frames": self.period_frames,
-            "buffer_frames": self.buffer_frames,
-        }
+        return DeviceInfo(name=self.name, rate=self.rate, channels=self.channels,
+                          format=self.sample_format, period_frames=self.period_frames,
+                          buffer_frames=self.buffer_frames)
 
 
 def open_output(

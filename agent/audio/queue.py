@@ -1,15 +1,15 @@
 """The bounded play queue: highest priority first, first come first served within one.
 
-Thread-safe; every method is one atomic step under the queue's lock.
+A :class:`agent.bounded_queue.BoundedPriorityQueue` of :class:`~agent.audio.item.PlayItem`
+keyed by the item's own priority, plus the refusals :meth:`AudioPlayer.submit
+<agent.audio.player.AudioPlayer.submit>` raises. Thread-safe; every method is one atomic step
+under the queue's lock.
 """
 
 from __future__ import annotations
 
-import bisect
-import itertools
-import threading
-
 from agent.audio.item import PlayItem
+from agent.bounded_queue import BoundedPriorityQueue, Full
 
 __all__ = ["PlayQueue", "PlayerClosed", "QueueFull", "SubmitError"]
 
@@ -30,46 +30,32 @@ class PlayQueue:
     """Items waiting to play, ordered by (priority descending, submission order)."""
 
     def __init__(self, maxsize: int) -> None:
-        self._maxsize = maxsize
-        self._lock = threading.Lock()
-        self._entries: list[tuple[int, int, PlayItem]] = []
-        self._seq = itertools.count()
+        self._items: BoundedPriorityQueue[PlayItem] = BoundedPriorityQueue(maxsize)
 
     def __len__(self) -> int:
-        with self._lock:
-            return len(self._entries)
+        return len(self._items)
 
     def push(self, item: PlayItem) -> None:
         """Queue ``item``; raises :class:`QueueFull` when the queue is at its limit."""
-        with self._lock:
-            if len(self._entries) >= self._maxsize:
-                raise QueueFull(
-                    f"play queue full ({self._maxsize} items); request {item.request_id} rejected"
-                )
-            bisect.insort(self._entries, (-item.priority, next(self._seq), item),
-                          key=lambda entry: entry[:2])
+        try:
+            self._items.put(item, item.priority)
+        except Full as exc:
+            raise QueueFull(
+                f"play queue full ({exc.maxsize} items); request {item.request_id} rejected"
+            ) from None
 
     def pop(self) -> PlayItem | None:
         """The most urgent item, or None."""
-        with self._lock:
-            return self._entries.pop(0)[2] if self._entries else None
+        return self._items.pop()
 
     def head(self) -> PlayItem | None:
         """The item :meth:`pop` would return, left in place."""
-        with self._lock:
-            return self._entries[0][2] if self._entries else None
+        return self._items.head()
 
     def take_expired(self, now: float) -> list[PlayItem]:
         """Remove and return the items whose ``expires_at`` has passed."""
-        with self._lock:
-            expired = [entry[2] for entry in self._entries if entry[2]._expired(now)]
-            if expired:
-                self._entries = [e for e in self._entries if not e[2]._expired(now)]
-            return expired
+        return self._items.take(lambda item: item._expired(now))
 
     def take_all(self) -> list[PlayItem]:
         """Remove and return every queued item, most urgent first."""
-        with self._lock:
-            items = [entry[2] for entry in self._entries]
-            self._entries.clear()
-            return items
+        return self._items.take_all()

@@ -5,7 +5,8 @@ Volume levels are linear amplitude factors in 0.0-1.0. A level change never jump
 ``volume_ramp_ms``), one frame at a time, so there is no zipper noise or click.
 When ``audio.mixer`` names an ALSA mixer control, :class:`MixerVolume` sets the
 device volume there instead and the software device gain stays at 1.0 (the
-per-request volume is always applied in software).
+per-request volume is always applied in software). :class:`PlayerVolume` makes
+that choice for the player, and falls back to software gain when the mixer fails.
 
 Used on the player thread only.
 """
@@ -13,14 +14,21 @@ Used on the player thread only.
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import alsaaudio
 import numpy as np
 
 from agent.audio.device import DeviceError
+from agent.logs import get_logger
 
-__all__ = ["MixerVolume", "SoftwareGain", "fade_out_curve"]
+if TYPE_CHECKING:
+    from agent.audio.stats import VolumeControl
+    from agent.settings import AudioSettings
+
+__all__ = ["MixerVolume", "PlayerVolume", "SoftwareGain", "fade_out_curve"]
+
+log = get_logger(__name__)
 
 
 def fade_out_curve(frames: int) -> np.ndarray:
@@ -79,4 +87,56 @@ class MixerVolume:
     def close(self) -> None:
         """Release the mixer handle."""
         with contextlib.suppress(alsaaudio.ALSAAudioError):
+            self._mixer.close()
+
+
+class PlayerVolume:
+    """The device volume as the player applies it (player thread).
+
+    :attr:`gain` is the software device gain every written frame goes through: the device
+    volume itself, or 1.0 while :class:`MixerVolume` sets it on ``audio.mixer``.
+    """
+
+    def __init__(self, settings: AudioSettings) -> None:
+        self._settings = settings
+        self._ramp_s = settings.volume_ramp_ms / 1000
+        self.gain = SoftwareGain(settings.volume, self._ramp_s)
+        self.control: VolumeControl = "software"
+        self._applied = settings.volume
+        self._mixer: MixerVolume | None = None
+
+    def setup(self) -> None:
+        """Take over the mixer when one is configured and can be opened."""
+        if self._settings.mixer is None:
+            return
+        try:
+            self._mixer = MixerVolume(self._settings.mixer, self._settings.mixer_device)
+            self._mixer.set(self._settings.volume)
+        except DeviceError as exc:
+            log.warning("audio_mixer_unavailable", reason=str(exc))
+            self._mixer = None
+            return
+        self.gain = SoftwareGain(1.0, self._ramp_s)
+        self.control = "mixer"
+
+    def apply(self, volume: float) -> None:
+        """Move the device volume to ``volume`` (ramped in software); a no-op when it is
+        there already. A failing mixer is given up for software gain."""
+        if volume == self._applied:
+            return
+        self._applied = volume
+        if self._mixer is not None:
+            try:
+                self._mixer.set(volume)
+                return
+            except DeviceError as exc:
+                log.warning("audio_mixer_failed", reason=str(exc))
+                self._mixer.close()
+                self._mixer = None
+                self.gain = SoftwareGain(1.0, self._ramp_s)
+                self.control = "software"
+        self.gain.set(volume)
+
+    def close(self) -> None:
+        if self._mixer is not None:
             self._mixer.close()

@@ -1,7 +1,10 @@
 """``tts-agent say "text"``: speak on the configured ALSA device, no broker needed.
 
-The sentences are synthesized on this thread and handed to the audio player as
-they come, so the first one plays while the rest are still being synthesized.
+The request goes through the daemon's own pipeline: a one-place
+:class:`~agent.pipeline.jobs.JobQueue`, the :class:`~agent.pipeline.worker.SynthesisWorker`
+and the :class:`~agent.audio.player.AudioPlayer`, so the first sentence plays while the rest
+are still being synthesized, exactly as for an MQTT ``speak``. A small :class:`_Outcome`
+collector stands in for the MQTT request tracker and keeps the one final event.
 Exit status 0 once everything has been played out; 1 with a one-line reason when
 the voice, the text or the audio device fails; 130 on Ctrl-C (playback is cut).
 """
@@ -10,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import threading
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agent.commands import (
@@ -23,9 +28,15 @@ from agent.commands import (
 )
 
 if TYPE_CHECKING:
+    from agent.audio.item import EventKind, PlaybackEvent
+    from agent.hardware.effective import EffectiveProfile
+    from agent.pipeline.jobs import SpeakRequest
+    from agent.pipeline.worker import VoiceSource, WorkerOutcome
     from agent.settings import AudioSettings, Settings
 
 _REQUEST_ID = "say"
+_JOIN_S = 5.0
+"""How long to wait for the synthesis worker to end (it finishes the sentence in hand)."""
 
 
 def register(subparsers: Any) -> None:
@@ -38,7 +49,8 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=run)
 
 
-def _audio_settings(settings: Settings, profile: Any, device: str | None) -> AudioSettings:
+def _audio_settings(settings: Settings, profile: EffectiveProfile | None,
+                    device: str | None) -> AudioSettings:
     from pydantic import ValidationError
 
     from agent.settings import AudioSettings
@@ -53,8 +65,9 @@ def _audio_settings(settings: Settings, profile: Any, device: str | None) -> Aud
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent.hardware import profile_or_reason
+    from agent.hardware.effective import profile_or_reason
     from agent.library.voices import VoiceLibrary, VoiceNotFound
+    from agent.pipeline.jobs import SpeakRequest
     from agent.voice.voice import VoiceLoadError
 
     settings = settings_from_args(args)
@@ -63,48 +76,91 @@ def run(args: argparse.Namespace) -> int:
     params = synthesis_params(args)
     profile, _ = profile_or_reason(settings)  # None: plain settings and library defaults
     audio = _audio_settings(settings, profile, args.device)
+    voices = VoiceLibrary.for_settings(settings, profile=profile)
     try:
-        voice = VoiceLibrary.for_settings(settings, profile=profile).get(args.voice)
+        voice = voices.get(args.voice)  # loaded here, so a bad voice fails before any audio
     except (VoiceNotFound, VoiceLoadError) as exc:
         raise CommandError(str(exc)) from exc
-    event = _speak(audio, voice, text, params, 1.0 if volume is None else volume)
-    if event.kind != "finished":
-        raise CommandError(f"playback {event.kind} on {audio.device!r}: {event.reason}")
+    outcome = _speak(audio, voices, SpeakRequest(text, voice=voice.name, volume=volume,
+                                                 params=params))
+    if not outcome.played:  # refused before playback (the text): the reason alone
+        raise CommandError(outcome.reason or f"request {outcome.kind}")
+    if outcome.kind != "finished":
+        raise CommandError(f"playback {outcome.kind} on {audio.device!r}: {outcome.reason}")
     print(json.dumps({"voice": voice.name, "device": audio.device,
-                      "seconds": round(event.audio_seconds, 3)}))
+                      "seconds": round(outcome.audio_seconds, 3)}))
     return 0
 
 
-def _speak(audio: AudioSettings, voice: Any, text: str, params: Any, volume: float) -> Any:
-    """Synthesize into a play item while the player plays it; returns its final event."""
-    from agent.audio.format import AudioFormat
-    from agent.audio.item import PlaybackEvent, PlayItem
+@dataclass(frozen=True, slots=True)
+class _Final:
+    """The request's final event, from the player (``played``) or from the worker."""
+
+    kind: EventKind
+    reason: str | None
+    audio_seconds: float
+    played: bool
+
+
+class _Outcome:
+    """Collects the one request's final event: the worker's :class:`Reporter
+    <agent.pipeline.worker.Reporter>` (synthesis thread) and the player's ``on_event``
+    (player thread)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._final: _Final | None = None
+        self._done = threading.Event()
+
+    def is_open(self, request_id: str) -> bool:
+        return not self._done.is_set()
+
+    def note(self, request_id: str, **fields: object) -> None:
+        return None  # voice and timings: nothing to report them to
+
+    def finish(self, request_id: str, event: WorkerOutcome, *, reason: str) -> bool:
+        return self._settle(_Final(event, reason, 0.0, played=False))
+
+    def on_playback(self, event: PlaybackEvent) -> None:
+        if event.kind != "started":
+            self._settle(_Final(event.kind, event.reason, event.audio_seconds, played=True))
+
+    def wait(self, timeout: float) -> _Final | None:
+        self._done.wait(timeout)
+        with self._lock:
+            return self._final
+
+    def _settle(self, final: _Final) -> bool:
+        with self._lock:
+            if self._final is not None:
+                return False
+            self._final = final
+        self._done.set()
+        return True
+
+
+def _speak(audio: AudioSettings, voices: VoiceSource, request: SpeakRequest) -> _Final:
+    """Queue the request for the synthesis worker while the player plays it; returns its
+    final event."""
     from agent.audio.player import AudioPlayer
-    from agent.text.frontend import TextError
+    from agent.pipeline.jobs import JobQueue, SpeakJob
+    from agent.pipeline.worker import SynthesisWorker
 
-    def ignore(_event: PlaybackEvent) -> None:  # player thread; the item carries the result
-        return None
-
-    player = AudioPlayer(audio, ignore)
+    outcome = _Outcome()
+    player = AudioPlayer(audio, outcome.on_playback)
+    jobs = JobQueue(1)
+    worker = SynthesisWorker(jobs, voices, player, outcome, item_buffer_s=audio.item_buffer_s)
     player.start()
-    item = PlayItem(_REQUEST_ID, volume=volume, format=AudioFormat(rate=voice.sample_rate),
-                    max_buffered_s=audio.item_buffer_s)
+    worker.start()
     try:
-        player.submit(item)
-        try:
-            for chunk in voice.synthesize(text, params):
-                if not item.put(chunk):
-                    break  # the player gave up (device failure): its event says why
-            item.close()
-        except (TextError, ValueError) as exc:
-            item.fail(str(exc))
-            raise CommandError(str(exc)) from exc
-        result = None
-        while result is None:
-            result = item.wait(0.5)
-        return result
+        jobs.put(SpeakJob(_REQUEST_ID, request, deadline=None))
+        final = None
+        while final is None:
+            final = outcome.wait(0.5)
+        return final
     except KeyboardInterrupt:
         player.stop(flush=True)
         raise
     finally:
-        player.close()
+        player.close()  # cuts what still plays, so the worker drops it too
+        worker.stop(_JOIN_S)

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from agent.audio.item import parse_priority
 from agent.logs import bind_request, get_logger
 from agent.mqtt.intake import Request
 from agent.mqtt.protocol import (
@@ -28,9 +29,9 @@ from agent.mqtt.protocol import (
     VolumeCommand,
 )
 from agent.mqtt.tracker import RequestTracker
-from agent.pipeline.worker import JobQueue, SpeakJob
+from agent.pipeline.jobs import JobQueue, SpeakJob, SpeakRequest
 
-__all__ = ["Controls", "Dispatcher", "ReloadError", "speak_deadline"]
+__all__ = ["Controls", "Dispatcher", "ReloadError", "speak_deadline", "speak_request"]
 
 log = get_logger(__name__)
 
@@ -59,6 +60,13 @@ def speak_deadline(command: SpeakCommand, request: Request) -> float | None:
     if command.expires_at is not None:
         candidates.append(time.monotonic() + (command.expires_at - time.time()))
     return min(candidates) if candidates else None
+
+
+def speak_request(command: SpeakCommand) -> SpeakRequest:
+    """The pipeline's view of a validated ``speak`` command (the pipeline knows no MQTT)."""
+    return SpeakRequest(text=command.text, voice=command.voice,
+                        priority=parse_priority(command.priority), volume=command.volume,
+                        speed=command.speed)
 
 
 class Dispatcher:
@@ -182,10 +190,11 @@ class Dispatcher:
             self._done(request, "rejected",
                        reason=f"busy: {self.jobs.maxsize} speak requests already queued")
             return
+        job = SpeakJob(request.id, speak_request(command), deadline)
         pending = self.tracker.pending()
         if not self.tracker.open(request.id, request.name, reply=request.reply,
                                  hermes=request.hermes, voice=voice, priority=command.priority,
                                  pending=pending):
             self._done(request, "rejected", reason=f"id {request.id!r} is already in progress")
             return
-        self.jobs.put(SpeakJob(request.id, command, deadline))
+        self.jobs.put(job)

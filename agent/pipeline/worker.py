@@ -1,42 +1,45 @@
-"""Speak jobs: a bounded priority queue and the synthesis worker that feeds the player.
+"""The synthesis worker: the thread that turns queued speak jobs into play items.
 
-The worker (thread ``synthesis``) takes the most urgent job, submits a
-:class:`agent.audio.item.PlayItem` to the player, and fills it sentence by sentence from
-:meth:`agent.voice.voice.Voice.synthesize`. Between sentences, and while the item's audio buffer is
-full, it looks at the queue: a job of *strictly higher* priority is started at once and the
-current one is resumed afterwards, so an urgent message never waits behind a long text (the
-player then lets it interrupt what is playing). A job whose item is over (interrupted,
-expired, failed) is dropped as soon as the player says so.
+The worker (thread ``synthesis``) takes the most urgent job from the
+:class:`~agent.pipeline.jobs.JobQueue`, submits a :class:`agent.audio.item.PlayItem` to the
+player, and fills it sentence by sentence from :meth:`agent.voice.voice.Voice.synthesize`.
+Between sentences, and while the item's audio buffer is full, it looks at the queue: a job of
+*strictly higher* priority is started at once and the current one is resumed afterwards, so an
+urgent message never waits behind a long text (the player then lets it interrupt what is
+playing). A job whose item is over (interrupted, expired, failed) is dropped as soon as the
+player says so.
 
 The final event of a job comes from the player (finished / interrupted / expired / failed),
-or from the worker when the job never reached the player (expired before synthesis,
-unknown voice, unspeakable text, full play queue).
+or from the worker through its :class:`Reporter` when the job never reached the player
+(expired before synthesis, unknown voice, unspeakable text, full play queue). The reporter is
+the transport's business: the daemon passes its :class:`agent.mqtt.tracker.RequestTracker`,
+``tts-agent say`` a small collector of its own.
 """
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Literal, Protocol
 
 from agent.audio.format import AudioChunk, AudioFormat
-from agent.audio.item import PlayItem, parse_priority
+from agent.audio.item import PlayItem
 from agent.logs import bind_request, get_logger
-from agent.mqtt.protocol import SpeakCommand
-from agent.mqtt.tracker import RequestTracker
+from agent.pipeline.jobs import JobQueue, SpeakJob
 from agent.pipeline.phrase_cache import PhraseCache, cached_synthesis
-from agent.voice.voice import SynthesisParams, Voice
+from agent.voice.voice import Voice
 
-__all__ = ["JobQueue", "JobsFull", "SpeakJob", "SynthesisWorker", "VoiceSource"]
+__all__ = ["Player", "Reporter", "SynthesisWorker", "VoiceSource", "WorkerOutcome"]
 
 log = get_logger(__name__)
 
 _PUT_SLICE_S = 0.2
 """How long the worker waits on a full audio buffer before looking at the queue again."""
+
+WorkerOutcome = Literal["failed", "expired"]
+"""The final events the worker itself gives a job (every other one comes from the player)."""
 
 
 class VoiceSource(Protocol):
@@ -51,78 +54,20 @@ class Player(Protocol):
     def submit(self, item: PlayItem) -> None: ...
 
 
-@dataclass(slots=True)
-class SpeakJob:
-    """One accepted speak request waiting for (or in) synthesis."""
+class Reporter(Protocol):
+    """Where the worker reports on a job (synthesis thread); see the module docstring."""
 
-    request_id: str
-    command: SpeakCommand
-    deadline: float | None
-    """``time.monotonic()`` by which playback must start, or None."""
-    priority: int = field(init=False)
+    def is_open(self, request_id: str) -> bool:
+        """False once the request has had its final event (e.g. cleared by a stop)."""
+        ...
 
-    def __post_init__(self) -> None:
-        self.priority = parse_priority(self.command.priority)
+    def note(self, request_id: str, **fields: object) -> None:
+        """Facts for the request's later events: ``voice``, ``version``, ``synthesis_ms``."""
+        ...
 
-    def expired(self, now: float) -> bool:
-        return self.deadline is not None and now >= self.deadline
-
-
-class JobsFull(Exception):
-    """The job queue is at its limit."""
-
-
-class JobQueue:
-    """Bounded queue of speak jobs, most urgent first, FIFO within a priority. Thread-safe."""
-
-    def __init__(self, maxsize: int) -> None:
-        self.maxsize = maxsize
-        self._cond = threading.Condition()
-        self._heap: list[tuple[int, int, SpeakJob]] = []
-        self._seq = itertools.count()
-        self._closed = False
-
-    def __len__(self) -> int:
-        with self._cond:
-            return len(self._heap)
-
-    def put(self, job: SpeakJob) -> int:
-        """Queue ``job``; returns how many queued jobs are ahead of it. Raises JobsFull."""
-        with self._cond:
-            if len(self._heap) >= self.maxsize:
-                raise JobsFull(f"busy: {self.maxsize} speak requests already queued")
-            ahead = sum(1 for entry in self._heap if -entry[0] >= job.priority)
-            heapq.heappush(self._heap, (-job.priority, next(self._seq), job))
-            self._cond.notify_all()
-            return ahead
-
-    def pop_above(self, priority: int | None, timeout: float = 0.0) -> SpeakJob | None:
-        """The most urgent job if its priority is above ``priority`` (any job when None).
-
-        Waits up to ``timeout`` for one to arrive.
-        """
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while True:
-                if self._heap and (priority is None or -self._heap[0][0] > priority):
-                    return heapq.heappop(self._heap)[2]
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or self._closed:
-                    return None
-                self._cond.wait(remaining)
-
-    def take_all(self) -> list[SpeakJob]:
-        """Remove and return every queued job."""
-        with self._cond:
-            jobs = [entry[2] for entry in sorted(self._heap)]
-            self._heap.clear()
-            return jobs
-
-    def close(self) -> None:
-        """Wake any waiter for good (shutdown)."""
-        with self._cond:
-            self._closed = True
-            self._cond.notify_all()
+    def finish(self, request_id: str, event: WorkerOutcome, *, reason: str) -> bool:
+        """The final event of a job that ends before the player has it."""
+        ...
 
 
 @dataclass(slots=True)
@@ -140,7 +85,7 @@ class SynthesisWorker:
     """The ``synthesis`` thread. See the module docstring."""
 
     def __init__(self, jobs: JobQueue, voices: VoiceSource, player: Player,
-                 tracker: RequestTracker, *, item_buffer_s: float = 30.0,
+                 reporter: Reporter, *, item_buffer_s: float = 30.0,
                  phrase_cache: PhraseCache | None = None,
                  on_thread_start: Callable[[], None] | None = None) -> None:
         self.jobs = jobs
@@ -148,7 +93,7 @@ class SynthesisWorker:
         self.on_thread_start = on_thread_start
         self.voices = voices
         self.player = player
-        self.tracker = tracker
+        self.reporter = reporter
         self.item_buffer_s = item_buffer_s
         self._stack: list[_Active] = []
         self._stop = threading.Event()
@@ -194,7 +139,7 @@ class SynthesisWorker:
             except Exception:  # a bug must not kill the worker; the request still gets an answer
                 log.exception("synthesis_worker_error")
                 if job is not None:
-                    self.tracker.finish(job.request_id, "failed", reason="internal error")
+                    self.reporter.finish(job.request_id, "failed", reason="internal error")
                 elif top is not None:
                     self._drop(top, "internal error")
             finally:
@@ -206,35 +151,32 @@ class SynthesisWorker:
 
     def _begin(self, job: SpeakJob) -> None:
         """Start a job: voice, play item, sentence iterator. Nothing heavy but the voice load."""
-        command = job.command
+        request = job.request
         with bind_request(job.request_id):
-            if not self.tracker.is_open(job.request_id):
+            if not self.reporter.is_open(job.request_id):
                 return  # cleared by a stop while queued
             if job.expired(time.monotonic()):
-                self.tracker.finish(job.request_id, "expired",
+                self.reporter.finish(job.request_id, "expired",
                                     reason="expired before synthesis started")
                 return
             try:
-                voice = self.voices.get(command.voice)
-                params = SynthesisParams(
-                    length_scale=None if command.speed is None
-                    else voice.config.length_scale / command.speed
-                )
-                chunks = cached_synthesis(self.phrase_cache, voice, command.text, params)
+                voice = self.voices.get(request.voice)
+                params = request.synthesis_params(voice.config.length_scale)
+                chunks = cached_synthesis(self.phrase_cache, voice, request.text, params)
             except Exception as exc:  # VoiceNotFound, VoiceLoadError, TextError
-                self.tracker.finish(job.request_id, "failed", reason=str(exc))
+                self.reporter.finish(job.request_id, "failed", reason=str(exc))
                 return
-            self.tracker.note(job.request_id, voice=voice.name, version=voice.version)
+            self.reporter.note(job.request_id, voice=voice.name, version=voice.version)
             item = PlayItem(
                 job.request_id, priority=job.priority,
-                volume=1.0 if command.volume is None else command.volume,
+                volume=1.0 if request.volume is None else request.volume,
                 expires_at=job.deadline, format=AudioFormat(rate=voice.sample_rate),
                 max_buffered_s=self.item_buffer_s,
             )
             try:
                 self.player.submit(item)
             except Exception as exc:  # the play queue is full, or the player is closing
-                self.tracker.finish(job.request_id, "failed", reason=str(exc))
+                self.reporter.finish(job.request_id, "failed", reason=str(exc))
                 return
             self._stack.append(_Active(job, item, iter(chunks)))
 
@@ -250,7 +192,7 @@ class SynthesisWorker:
                     active.carried = next(active.chunks)
                 except StopIteration:
                     self._stack.pop()
-                    self.tracker.note(active.job.request_id,
+                    self.reporter.note(active.job.request_id,
                                       synthesis_ms=round(active.synthesis_s * 1000, 1))
                     active.item.close()
                     return

@@ -357,3 +357,20 @@ def test_device_failing_mid_utterance_fails_the_request_and_recovers(
         events.wait_for("finished", "after")
     played, _, _ = trim_silence(read_samples(sink.finish())[:, 0])
     assert np.array_equal(played[len(played) - len(samples):], samples)
+
+
+def test_stats_carry_exactly_the_typed_keys(alsa: AlsaConfig) -> None:
+    from agent.audio.stats import DeviceInfo, PlayerStats
+
+    alsa.add_file("spk")
+    with running_player(audio_settings("spk")) as (player, events):
+        player.submit(closed_item("r1", tone(0.2, 440)))
+        events.wait_for("finished", "r1")
+        stats = player.stats()
+        assert list(stats) == list(PlayerStats.__annotations__)  # the health report's order
+        device = stats["device"]
+        assert device is not None and list(device) == list(DeviceInfo.__annotations__)
+        assert (stats["started"], stats["finished"], stats["state"]) == (1, 1, "ok")
+        assert stats["seconds_played"] == pytest.approx(0.2, abs=1e-3)
+        assert stats["alive"] and stats["playing"] is None and stats["queue_depth"] == 0
+    assert not player.stats()["alive"]

@@ -17,15 +17,17 @@ import pytest
 from agent.audio.item import PlayItem
 from agent.library.voices import VoiceLibrary
 from agent.mqtt.client import InboundMessage, OutboundMessage, Publication
-from agent.mqtt.dispatch import Dispatcher, speak_deadline
+from agent.mqtt.dispatch import Dispatcher, speak_deadline, speak_request
 from agent.mqtt.hermes import HermesOrigin
 from agent.mqtt.intake import Intake, RecentIds, Request
 from agent.mqtt.protocol import SpeakCommand, StopCommand
 from agent.mqtt.publisher import EventPublisher, ReplyRoute
 from agent.mqtt.topics import HERMES_SAY, Namespace, Topic
 from agent.mqtt.tracker import RequestTracker
-from agent.pipeline.worker import JobQueue, JobsFull, SpeakJob, SynthesisWorker
+from agent.pipeline.jobs import JobQueue, JobsFull, SpeakJob, SpeakRequest
+from agent.pipeline.worker import SynthesisWorker
 from agent.settings import Settings
+from agent.voice.voice import SynthesisParams
 
 DEV = Namespace("tts").device("d1")
 
@@ -167,8 +169,21 @@ def test_recent_ids_are_bounded_in_number_and_time() -> None:
 
 
 def job(request_id: str, priority: str = "normal", text: str = "Hello.") -> SpeakJob:
-    return SpeakJob(request_id, SpeakCommand(id=request_id, text=text, priority=priority),  # type: ignore[arg-type]
-                    None)
+    command = SpeakCommand(id=request_id, text=text, priority=priority)  # type: ignore[arg-type]
+    return SpeakJob(request_id, speak_request(command), None)
+
+
+def test_speak_command_becomes_the_pipelines_request() -> None:
+    command = SpeakCommand(id="a", text="Hi.", voice="v1", priority="urgent", volume=0.5,
+                           speed=2.0)
+    request = speak_request(command)
+    assert (request.text, request.voice, request.priority, request.volume, request.speed) == (
+        "Hi.", "v1", 100, 0.5, 2.0)
+    assert request.synthesis_params(1.2).length_scale == pytest.approx(0.6)
+    plain = speak_request(SpeakCommand(id="b", text="Hi."))
+    assert plain.priority == 0 and plain.synthesis_params(1.2) == SynthesisParams()
+    with pytest.raises(ValueError, match="volume"):
+        SpeakRequest("Hi.", volume=1.5)
 
 
 def test_job_queue_order_and_bound() -> None:
@@ -177,7 +192,7 @@ def test_job_queue_order_and_bound() -> None:
     assert jobs.put(job("l1", "low")) == 1
     assert jobs.put(job("u1", "urgent")) == 0
     assert jobs.put(job("n2")) == 2
-    with pytest.raises(JobsFull):
+    with pytest.raises(JobsFull, match=r"^busy: 4 speak requests already queued$"):
         jobs.put(job("x"))
     assert jobs.pop_above(0) is not None  # urgent is above normal
     assert jobs.pop_above(0) is None  # nothing above normal left
