@@ -8,29 +8,19 @@ Data flows one way::
 Threads: ``mqtt-network`` (paho; parse and hand on only), ``dispatch`` (commands),
 ``synthesis`` (onnxruntime), the player thread (ALSA), ``health-reporter`` (snapshots),
 ``sd-watchdog`` (systemd pings) and the main thread, which waits for signals in
-:func:`run_until_signal`. Presence is retained on ``{prefix}/{device}/status``: ``online`` on
-every connect, ``offline`` as the Last Will, ``stopped`` on a clean shutdown.
+:func:`agent.signals.run_until_signal`. Presence is retained on ``{prefix}/{device}/status``:
+``online`` on every connect, ``offline`` as the Last Will, ``stopped`` on a clean shutdown.
 
-Health and systemd (see the README, "Health and running as a service"):
-
-- :class:`~agent.health.snapshot.Health` gathers the snapshot: request counts and timings (fed by
-  the :class:`~agent.mqtt.tracker.RequestTracker`), the workers' liveness, and one section per
-  part (``voices``, ``audio``, ``mqtt``, ``queue``, ``hardware``, ``phrase_cache``).
-- :class:`~agent.health.reporter.HealthReporter` publishes it retained on
-  ``{prefix}/{device}/health`` (only while connected; a fresh one after every connect and
-  every ``ping``) and keeps systemd's ``STATUS=`` line current.
-- :class:`~agent.health.liveness.Watchdog` sends ``WATCHDOG=1`` only while the synthesis worker,
-  the audio player and the MQTT network loop make progress.
-- :func:`run_until_signal` sends ``READY=1`` once the default voice is loaded and warm,
-  ``RELOADING=1`` ... ``READY=1`` around a SIGHUP reload and ``STOPPING=1`` on SIGTERM/SIGINT.
+systemd hears ``READY=1`` once the default voice is loaded and warm (:meth:`AgentService.
+notify_ready`), ``RELOADING=1`` ... ``READY=1`` around a SIGHUP reload and ``STOPPING=1`` on
+SIGTERM/SIGINT. The health report's sections and the watched workers are wired in
+:mod:`agent.service_health`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import queue
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -45,53 +35,41 @@ from agent.health.sdnotify import Notifier
 from agent.health.snapshot import Health, summary_line
 from agent.library.voices import VoiceLibrary, VoiceNotFound
 from agent.library.watch import ModelWatcher
-from agent.logs import configure_logging, get_logger
-from agent.mqtt.client import MqttClient, OutboundMessage, Publication
-from agent.mqtt.dispatch import Dispatcher, ReloadError
+from agent.logs import get_logger
+from agent.mqtt.client import MqttClient, OutboundMessage
+from agent.mqtt.dispatch import Dispatcher
 from agent.mqtt.intake import Intake, Request
 from agent.mqtt.protocol import (
     ModelEvent,
     PingStatus,
     Presence,
-    ReloadCommand,
     new_request_id,
     to_payload,
 )
-from agent.mqtt.publisher import EventPublisher
+from agent.mqtt.publisher import EventPublisher, OfflinePublisher
 from agent.mqtt.topics import Namespace
 from agent.mqtt.tracker import RequestTracker
-from agent.pipeline.phrase_cache import PhraseWarmer, open_phrase_cache
 from agent.pipeline.jobs import JobQueue
+from agent.pipeline.phrase_cache import PhraseWarmer, open_phrase_cache
 from agent.pipeline.worker import SynthesisWorker
+from agent.reload import reload_command, reload_settings, voices_summary
+from agent.service_health import add_sections, watch_workers
 from agent.settings import Settings
 from agent.voice.onnx_session import pin_current_thread
 from agent.voice.voice import VoiceLoadError
 
 if TYPE_CHECKING:
     from agent.audio.item import PlaybackEvent
+    from agent.health.report import HealthReport
+    from agent.mqtt.protocol import ReloadCommand
 
-__all__ = ["SHUTDOWN_GRACE_S", "AgentService", "run_until_signal"]
+__all__ = ["SHUTDOWN_GRACE_S", "AgentService"]
 
 log = get_logger(__name__)
 
 SHUTDOWN_GRACE_S = 5.0
 """How long a shutdown lets the current utterance finish before cutting it (s)."""
 _JOIN_S = 5.0
-_PROFILE_DETAILS = ("candidates", "why", "origins")
-"""Parts of the profile description left out of the health report's ``hardware``."""
-MIN_BEAT_TIMEOUT_S = 5.0
-"""The synthesis and MQTT loops turn at least every 0.5 s; one that has not turned for
-``max(health.stall_s, MIN_BEAT_TIMEOUT_S)`` while idle counts as hung."""
-
-
-class _Offline:
-    """Publisher used when MQTT is disabled: events only go to the log."""
-
-    def publish(self, message: OutboundMessage) -> Publication:
-        log.debug("event_not_published", topic=message.topic.value)
-        acked = threading.Event()
-        acked.set()
-        return Publication(None, acked)
 
 
 class AgentService:
@@ -111,10 +89,9 @@ class AgentService:
                  player: AudioPlayer | None = None, notifier: Notifier | None = None,
                  profile: tuple[Any, str | None] | None = None) -> None:
         self.settings = settings
-        mqtt = settings.mqtt
         self.started_at = time.monotonic()
-        self.topics = Namespace(mqtt.topic_prefix).device(settings.device_id)
-        self.site_id = mqtt.site_id or settings.device_id
+        self.topics = Namespace(settings.mqtt.topic_prefix).device(settings.device_id)
+        self.site_id = settings.mqtt.site_id or settings.device_id
         self.volume = settings.audio.volume
         self.stopping = threading.Event()
         self.stopped_cleanly: bool | None = None
@@ -124,12 +101,26 @@ class AgentService:
         self.liveness = Liveness(settings.health.stall_s)
         self.profile: Any
         """The :class:`agent.hardware.EffectiveProfile` in force, None if it cannot be resolved."""
-        self._profile_error: str | None
-        self.profile, self._profile_error = profile or profile_or_reason(settings)
+        self.profile_error: str | None
+        """Why no profile could be resolved (reported in the health report's ``hardware``)."""
+        self.profile, self.profile_error = profile or profile_or_reason(settings)
         self.health = Health(settings, liveness=self.liveness, thermal_limit_c=(
             self.profile.thermal.limit_c if self.profile is not None else None))
         self.profile_name: str | None = (self.profile.name if self.profile is not None
                                          else settings.profile)
+        self._build_library(voices)
+        self._build_transport()
+        self._build_pipeline(player)
+        self.reporter = HealthReporter(
+            self.health, publish=self._publish_health if self.client is not None else None,
+            notifier=self.notifier,
+        )
+        self.watchdog = Watchdog(self.liveness, self.notifier)
+        add_sections(self.health, self)
+
+    def _build_library(self, voices: VoiceLibrary | None) -> None:
+        """The voice library (reporting its model events here) and its model watcher."""
+        settings = self.settings
         if voices is None:
             voices = VoiceLibrary.for_settings(settings, self._on_model_event, self.profile)
         else:
@@ -139,9 +130,11 @@ class AgentService:
         if settings.models.watch:
             self.watcher = ModelWatcher(voices, debounce_s=settings.models.debounce_s,
                                         polling=settings.models.watch_polling)
-        self.reload_handler: Callable[[ReloadCommand], list[str]] = self._reload
-        """What the ``reload`` command runs; the model lifecycle replaces it."""
 
+    def _build_transport(self) -> None:
+        """The MQTT client (None when MQTT is off), the event publisher, the request tracker
+        and the intake with its bounded queue."""
+        settings, mqtt = self.settings, self.settings.mqtt
         self.client: MqttClient | None = None
         if mqtt.enabled:
             self.client = MqttClient(
@@ -152,7 +145,7 @@ class AgentService:
                 will=OutboundMessage(self.topics.status, to_payload(self._presence("offline")),
                                      retain=True),
             )
-        self.publisher = EventPublisher(self.client or _Offline(), self.topics)
+        self.publisher = EventPublisher(self.client or OfflinePublisher(), self.topics)
         self.tracker = RequestTracker(self.publisher, recorder=self.health)
         self.requests: queue.Queue[Request] = queue.Queue(maxsize=mqtt.intake_queue)
         self.intake = Intake(
@@ -161,6 +154,11 @@ class AgentService:
             max_text_chars=settings.synthesis.max_text_chars,
             hermes_site_id=self.site_id if mqtt.hermes else None,
         )
+
+    def _build_pipeline(self, player: AudioPlayer | None) -> None:
+        """The player, the phrase cache and its warmer, the job queue, the synthesis worker
+        and the dispatcher."""
+        settings, mqtt = self.settings, self.settings.mqtt
         audio = (settings.audio if self.profile is None
                  else settings.audio.with_profile(self.profile.audio))
         self.player = player or AudioPlayer(audio, self._on_playback)
@@ -175,15 +173,9 @@ class AgentService:
         self.dispatcher = Dispatcher(
             self.requests, self.jobs, self.tracker, self.player,
             voice_names=self.voices.names, default_voice=settings.models.default_voice,
-            status=self.ping_status, reload=self._run_reload,
+            status=self.ping_status, reload=self._reload,
             on_volume=self._set_volume, on_ping=self._on_ping,
         )
-        self.reporter = HealthReporter(
-            self.health, publish=self._publish_health if self.client is not None else None,
-            notifier=self.notifier,
-        )
-        self.watchdog = Watchdog(self.liveness, self.notifier)
-        self._add_health_sections()
 
     # -- lifecycle (main thread) ----------------------------------------------------------
 
@@ -212,7 +204,7 @@ class AgentService:
             self.client.start()
         else:
             log.warning("mqtt_disabled", hint="no commands can reach the agent")
-        self._watch_workers()
+        watch_workers(self.liveness, self)
         self.reporter.start()
 
     def notify_ready(self) -> None:
@@ -228,54 +220,23 @@ class AgentService:
         self.notifier.ready(status=summary_line(snap))
 
     def reload(self, load_settings: Callable[[], Settings] | None = None) -> str:
-        """SIGHUP (main thread): ``RELOADING=1``, re-read the settings where that is safe,
-        re-check every voice, ``READY=1``. Returns the one-line result (also the STATUS).
-
-        Applied at once: ``[log]`` (level, format). Voices: :meth:`VoiceLibrary.reload`
-        validates changed bundles and swaps them in. Other changed sections are logged as
-        needing a restart (the running parts keep the settings they were built with). An
-        unreadable or invalid settings file keeps the old settings; the voices are still
-        re-checked.
-        """
+        """SIGHUP (main thread): ``RELOADING=1``, re-read the settings where that is safe
+        (:func:`agent.reload.reload_settings`), re-check every voice, ``READY=1``. Returns the
+        one-line result (also the STATUS). The voices are re-checked even when the settings
+        file cannot be read."""
         self.notifier.reloading(status="reloading settings and voices")
         log.info("reload_started")
         parts = []
         if load_settings is not None:
-            parts.append(self._reload_settings(load_settings))
-        results = self.voices.reload()
-        counts: dict[str, int] = {}
-        for result in results:
-            counts[result.outcome] = counts.get(result.outcome, 0) + 1
-        rejected = [f"{r.voice}: {r.reason}" for r in results if r.outcome == "rejected"]
-        parts.append("voices " + (", ".join(f"{n} {o}" for o, n in sorted(counts.items()))
-                                  or "none installed"))
-        if rejected:
-            log.warning("reload_rejected_voices", rejected=rejected)
+            self.settings, text = reload_settings(self.settings, load_settings)
+            parts.append(text)
+        parts.append(voices_summary(self.voices.reload()))
         self.reporter.request()
         summary = "reloaded: " + "; ".join(parts)
         snap = self.health.snapshot()
         log.info("reload_finished", summary=summary, state=snap["state"])
         self.notifier.ready(status=f"{summary}; {summary_line(snap)}")
         return summary
-
-    def _reload_settings(self, load_settings: Callable[[], Settings]) -> str:
-        try:
-            new = load_settings()
-        except Exception as exc:  # ConfigError, or anything a broken file provokes
-            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            log.error("settings_reload_failed", error=str(exc))
-            return f"settings kept ({first})"
-        changed = [name for name in type(self.settings).model_fields
-                   if getattr(new, name) != getattr(self.settings, name)]
-        if "log" in changed:
-            configure_logging(new.log.level, new.log.format)
-            self.settings = self.settings.model_copy(update={"log": new.log})
-        restart = [name for name in changed if name != "log"]
-        if restart:
-            log.warning("settings_need_restart", sections=restart)
-        log.info("settings_reloaded", changed=changed, log_level=self.settings.log.level)
-        text = f"log level {self.settings.log.level}"
-        return text + (f", restart needed for {', '.join(restart)}" if restart else "")
 
     def stop(self, grace_s: float = SHUTDOWN_GRACE_S) -> bool:
         """``STOPPING=1``, refuse new work, let the current utterance finish (up to
@@ -359,7 +320,7 @@ class AgentService:
         """Synthesis thread, once: onnxruntime pins its own pool threads to the profile's
         CPUs; the thread that calls ``run`` works too, so it is pinned the same way."""
         if self.profile is not None:
-            pin_current_thread(self.profile.runtime_options())
+            pin_current_thread(self.profile.runtime.options)
 
     def _set_volume(self, volume: float) -> None:
         """Dispatch thread."""
@@ -367,66 +328,7 @@ class AgentService:
 
     # -- health ---------------------------------------------------------------------------
 
-    def _add_health_sections(self) -> None:
-        """Register the health providers (called on the thread that takes a snapshot)."""
-        self.health.add_provider("voices", self.voices.status)
-        self.health.add_provider("audio", self._audio_section)
-        self.health.add_provider("mqtt", self._mqtt_section)
-        self.health.add_provider("queue", self._queue_section)
-        self.health.add_provider("hardware", self._hardware_section)
-        self.health.add_provider("phrase_cache", self._phrase_cache_section)
-
-    def _watch_workers(self) -> None:
-        """Watch the running workers for progress (from :meth:`start`, once they run, so a
-        long voice load is not mistaken for a silent loop)."""
-        beat_s = max(self.settings.health.stall_s, MIN_BEAT_TIMEOUT_S)
-        worker, player, client = self.worker, self.player, self.client
-        self.liveness.watch("synthesis", busy_since=lambda: worker.busy_since,
-                            alive=lambda: worker.alive, progress=lambda: worker.steps,
-                            beat_timeout_s=beat_s)
-        # The player waits without a timeout when idle: only its ALSA calls are timed.
-        self.liveness.watch("audio", busy_since=lambda: player.stats()["busy_since"],
-                            alive=lambda: bool(player.stats()["alive"]))
-        if client is not None:
-            self.liveness.watch("mqtt", busy_since=lambda: client.busy_since,
-                                alive=lambda: client.alive, progress=lambda: client.turns,
-                                beat_timeout_s=beat_s)
-
-    def _audio_section(self) -> dict[str, Any]:
-        stats = dict(self.player.stats())
-        stats.pop("busy_since", None)  # a monotonic stamp; the worker's state is in "workers"
-        return {"pcm": self.settings.audio.device, **stats}
-
-    def _mqtt_section(self) -> dict[str, Any]:
-        client = self.client
-        if client is None:
-            return {"enabled": False, "connected": False}
-        mqtt = self.settings.mqtt
-        return {"enabled": True, "connected": client.connected,
-                "reconnects": client.reconnects, "last_error": client.last_error,
-                "broker": f"{mqtt.host}:{mqtt.port}", "tls": mqtt.tls,
-                "protocol": mqtt.protocol}
-
-    def _queue_section(self) -> dict[str, Any]:
-        return {"depth": len(self.jobs), "max": self.jobs.maxsize,
-                "pending": self.tracker.pending(), "intake": self.requests.qsize()}
-
-    def _hardware_section(self) -> dict[str, Any]:
-        if self.profile is None:
-            return {"ok": False, "profile": self.settings.profile,
-                    "error": self._profile_error or "hardware profile not resolved"}
-        section = dict(self.profile.as_dict())
-        for verbose in _PROFILE_DETAILS:  # ``tts-agent profile`` shows them; not every report
-            section.pop(verbose, None)
-        return section
-
-    def _phrase_cache_section(self) -> dict[str, Any]:
-        cache = getattr(self, "phrase_cache", None)
-        if cache is None:
-            return {"enabled": False}
-        return {"enabled": True, **cache.stats()}
-
-    def _publish_health(self, snap: dict[str, Any]) -> None:
+    def _publish_health(self, snap: HealthReport) -> None:
         """Health reporter thread: the snapshot, retained on ``{prefix}/{device}/health``.
 
         Only while connected: a report queued while the broker is away would arrive stale;
@@ -436,8 +338,7 @@ class AgentService:
         if client is None or not client.connected:
             log.debug("health_not_published", reason="mqtt not connected")
             return
-        payload = json.dumps(snap, separators=(",", ":"), default=str).encode()
-        self.publisher.raw(OutboundMessage(self.topics.health, payload, retain=True))
+        self.publisher.health(snap)
 
     # -- answers --------------------------------------------------------------------------
 
@@ -462,67 +363,9 @@ class AgentService:
             pending=self.tracker.pending(),
             volume=self.volume,
             mqtt_reconnects=self.client.reconnects if self.client is not None else 0,
-            health=self.health.compact(),
+            health=dict(self.health.compact()),
         )
 
-    def _run_reload(self, command: ReloadCommand) -> list[str]:
-        return self.reload_handler(command)
-
     def _reload(self, command: ReloadCommand) -> list[str]:
-        """Re-check the models directory now, or switch a staged voice to ``version``
-        (dispatch thread). Raises :class:`ReloadError` when a voice was rejected."""
-        if command.voice is not None and command.voice not in self.voices.names():
-            raise ReloadError(f"no voice named {command.voice!r} is installed")
-        try:
-            if command.version is not None:
-                results = [self.voices.activate(command.voice or self.settings.models.default_voice,
-                                                command.version)]
-            else:
-                results = self.voices.reload(command.voice)
-        except VoiceNotFound as exc:
-            raise ReloadError(str(exc)) from exc
-        rejected = [r for r in results if r.outcome == "rejected"]
-        if rejected:
-            raise ReloadError("; ".join(f"{r.voice}: {r.reason}" for r in rejected))
-        return self.voices.names()
-
-
-def run_until_signal(service: AgentService,
-                     load_settings: Callable[[], Settings] | None = None) -> int:
-    """Run ``service`` until SIGTERM or SIGINT; exit status 0. Main thread only.
-
-    Start, then ``READY=1`` (the default voice is warm). SIGHUP reloads (:meth:`AgentService.
-    reload`, re-reading the settings through ``load_settings``); SIGTERM/SIGINT stop it
-    gracefully. The signal handlers only record the signal; the work happens here, on the
-    main thread, one signal at a time.
-    """
-    wake = threading.Event()
-    received: list[int] = []
-
-    def on_signal(signum: int, frame: object) -> None:
-        received.append(signum)
-        wake.set()
-
-    signals = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-    previous = {sig: signal.signal(sig, on_signal) for sig in signals}
-    try:
-        service.start()
-        if not any(sig != signal.SIGHUP for sig in received):
-            service.notify_ready()
-        while True:
-            wake.wait()
-            wake.clear()
-            pending = []
-            while received:  # the handler may append meanwhile: take one at a time
-                pending.append(received.pop(0))
-            for signum in pending:
-                log.info("signal_received", signal=signal.Signals(signum).name)
-            if any(sig != signal.SIGHUP for sig in pending):
-                break
-            if pending:
-                service.reload(load_settings)
-    finally:
-        service.stop()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    return 0
+        """Dispatch thread: the ``reload`` command (:func:`agent.reload.reload_command`)."""
+        return reload_command(self.voices, command, self.settings.models.default_voice)

@@ -11,12 +11,11 @@ files, e.g. systemd credentials in ``$CREDENTIALS_DIRECTORY``.
 
 from __future__ import annotations
 
-import os
 import socket
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import Field
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -24,12 +23,22 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from agent.voice import streaming
+from agent.settings_sections import (
+    NAME_PATTERN,
+    AudioSettings,
+    CacheSettings,
+    HealthSettings,
+    LogSettings,
+    ModelSettings,
+    MqttSettings,
+    SynthesisSettings,
+)
 
 __all__ = [
     "DEFAULT_CONFIG_PATH",
     "AudioSettings",
     "CacheSettings",
+    "ConfigError",
     "HealthSettings",
     "LogSettings",
     "ModelSettings",
@@ -41,333 +50,6 @@ __all__ = [
 
 DEFAULT_CONFIG_PATH = Path("/etc/tts-agent/agent.toml")
 ENV_PREFIX = "TTS_AGENT_"
-_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
-
-
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ModelSettings(_Section):
-    dir: Path = Field(
-        default=Path("models"),
-        description="Directory holding voice bundles (models/<voice>/ or models/<voice>/current/).",
-    )
-    default_voice: str = Field(
-        default="en_US-joe-medium",
-        pattern=_NAME_PATTERN,
-        description="Voice used when a request names none.",
-    )
-    variant: Literal["auto", "fp32", "int8"] = Field(
-        default="auto",
-        description="Model variant to load; auto lets the hardware profile choose.",
-    )
-    watch: bool = Field(default=True, description="Hot-reload voices when their files change.")
-    watch_polling: bool = Field(
-        default=False,
-        description="Use the polling observer (filesystems without inotify).",
-    )
-    debounce_s: float = Field(
-        default=1.0, ge=0.0, le=60.0,
-        description="Quiet time after the last file event before a reload is attempted (s).",
-    )
-    pending_timeout_s: float = Field(
-        default=60.0, ge=0.0, le=3600.0,
-        description="How long a bundle may look half-written (sizes not matching its manifest) "
-        "before it is validated anyway and rejected (s).",
-    )
-
-
-class SynthesisSettings(_Section):
-    max_text_chars: int = Field(
-        default=5000, ge=1, le=100_000, description="Longest text accepted per request."
-    )
-    phoneme_cache_size: int = Field(
-        default=1024, ge=0, le=1_000_000, description="Entries in the phonemization LRU cache."
-    )
-    sentence_silence_s: float = Field(
-        default=0.0, ge=0.0, le=5.0, description="Silence added after each sentence (s)."
-    )
-    max_clause_phonemes: int = Field(
-        default=60, ge=0, le=10_000,
-        description="Cut a long sentence after a clause (at , ; : or a dash) once it holds this "
-        "many phonemes, so speech starts before the whole sentence is synthesized; 0 = off.",
-    )
-    stream_first_frames: int = Field(
-        default=streaming.FIRST_FRAMES, ge=0, le=10_000,
-        description="Stream a request's first sentence: its first this many frames of 256 "
-        "samples (11.6 ms each at 22.05 kHz) play while the rest is decoded; the audio is the "
-        "same as decoding it whole. 0 = off (each sentence is decoded whole).",
-    )
-    stream_growth: int | None = Field(
-        default=None, ge=1, le=1000,
-        description="A later window of a streamed sentence is at most this many times the frames "
-        "already decoded, so it is decoded before the audio before it has played. Unset: half "
-        f"the speed the voice showed at its warm-up (x real time), at most {streaming.GROWTH}.",
-    )
-    stream_max_window_frames: int = Field(
-        default=streaming.MAX_WINDOW_FRAMES, ge=16, le=100_000,
-        description="Longest window of a streamed sentence, in frames of 256 samples (bounds "
-        "the decoder's memory).",
-    )
-    intra_op_threads: int | None = Field(
-        default=None, ge=1, le=256,
-        description="onnxruntime intra-op threads; unset lets the hardware profile choose.",
-    )
-    inter_op_threads: int | None = Field(
-        default=None, ge=1, le=256,
-        description="onnxruntime inter-op threads; unset lets the hardware profile choose.",
-    )
-    execution_mode: Literal["sequential", "parallel"] | None = Field(
-        default=None,
-        description="onnxruntime execution mode; unset lets the hardware profile choose.",
-    )
-    graph_optimization: Literal["disable", "basic", "extended", "all"] | None = Field(
-        default=None,
-        description="onnxruntime graph optimisation level; unset lets the hardware profile choose.",
-    )
-    thread_affinity: Literal["none", "big_cores"] | None = Field(
-        default=None,
-        description="Pin onnxruntime threads to the big cores; unset lets the hardware profile "
-                    "choose.",
-    )
-    allow_spinning: bool | None = Field(
-        default=None,
-        description="Let idle onnxruntime threads spin; unset lets the hardware profile choose.",
-    )
-    providers: list[Literal["tensorrt", "cuda", "cpu"]] | None = Field(
-        default=None, min_length=1, max_length=3,
-        description="Execution providers in order of preference; when set, the first one is "
-                    "required (no fallback). Unset lets the hardware profile choose.",
-    )
-    profiles_dir: Path | None = Field(
-        default=None,
-        description="Extra directory of hardware profile files; a file there replaces the "
-                    "shipped profile of the same name.",
-    )
-    tune_file: Path | None = Field(
-        default=None,
-        description="Where `tts-agent tune` stores the measured best thread setting, which then "
-                    "overrides the profile; default <cache.dir>/tune.json.",
-    )
-
-
-class CacheSettings(_Section):
-    dir: Path = Field(
-        default=Path("/var/cache/tts-agent"),
-        description="Directory for the phrase cache and optimised-model cache.",
-    )
-    max_mb: int = Field(default=256, ge=0, le=1_000_000,
-                        description="Phrase cache size limit (MiB).")
-    warm_phrases: list[str] = Field(
-        default_factory=list, max_length=1000,
-        description="Phrases pre-synthesized after each model load.",
-    )
-
-
-class AudioSettings(_Section):
-    """ALSA output (read by :mod:`agent.audio`). Unset period/buffer sizes come from the
-    hardware profile (:meth:`with_profile`), else about 20 ms periods, 4 per buffer."""
-
-    device: str = Field(
-        default="default", min_length=1, max_length=512, description="ALSA PCM name."
-    )
-    mixer: str | None = Field(
-        default=None, max_length=128,
-        description="ALSA mixer control for device volume; unset = software volume.",
-    )
-    volume: float = Field(default=1.0, ge=0.0, le=1.0, description="Device volume 0.0-1.0.")
-    period_frames: int | None = Field(
-        default=None, ge=64, le=65536,
-        description="ALSA period size in frames; unset lets the hardware profile choose.",
-    )
-    buffer_periods: int | None = Field(
-        default=None, ge=2, le=64,
-        description="ALSA buffer size in periods; unset lets the hardware profile choose.",
-    )
-    lead_in_ms: int = Field(
-        default=0, ge=0, le=2000, description="Silence written before each utterance (ms)."
-    )
-    keep_open_s: float = Field(
-        default=5.0, ge=0.0, le=3600.0,
-        description="Keep the device open this long after the last utterance (s).",
-    )
-    fade_ms: int = Field(default=15, ge=0, le=500, description="Fade length on interrupt (ms).")
-    queue_max: int = Field(default=32, ge=1, le=10_000, description="Longest play queue.")
-    reopen_interval_s: float = Field(
-        default=2.0, ge=0.05, le=600.0,
-        description="How often a lost audio device is retried (s).",
-    )
-    mixer_device: str = Field(
-        default="default", min_length=1, max_length=128,
-        description="ALSA control device holding the mixer control (e.g. hw:1).",
-    )
-    rate: int | None = Field(
-        default=None, ge=8000, le=384_000,
-        description="Sample rate to run the device at (Hz), resampling in software; "
-        "unset = the voice's rate, or the nearest rate the device takes.",
-    )
-    channels: int | None = Field(
-        default=None, ge=1, le=8,
-        description="Channels to open the device with (mono is copied to all); "
-        "unset = the voice's channel count, or what the device takes.",
-    )
-    volume_ramp_ms: int = Field(
-        default=50, ge=0, le=2000,
-        description="Time a software volume change takes to reach its new level (ms).",
-    )
-    producer_timeout_s: float = Field(
-        default=60.0, ge=1.0, le=3600.0,
-        description="An utterance that waits this long for its next audio chunk fails (s).",
-    )
-    item_buffer_s: float = Field(
-        default=30.0, ge=1.0, le=3600.0,
-        description="Synthesized audio one request may hold ahead of playback (s); "
-        "the producer waits when it is full.",
-    )
-
-    def with_profile(self, profile: Any) -> AudioSettings:
-        """These settings with a hardware profile's ``[audio]`` section applied.
-
-        ``profile`` is ``EffectiveProfile.audio`` (``alsa_device``, ``period_frames``,
-        ``buffer_periods``, ``queue_max``), which already lets explicit settings win.
-        """
-        return self.model_copy(update={
-            "device": profile.alsa_device,
-            "period_frames": profile.period_frames,
-            "buffer_periods": profile.buffer_periods,
-            "queue_max": profile.queue_max,
-        })
-
-
-class MqttSettings(_Section):
-    enabled: bool = Field(default=True, description="Connect to an MQTT broker.")
-    host: str = Field(default="localhost", min_length=1, max_length=253, description="Broker host.")
-    port: int = Field(default=1883, ge=1, le=65535, description="Broker port.")
-    topic_prefix: str = Field(
-        default="tts", pattern=r"^[A-Za-z0-9_-][A-Za-z0-9_/-]{0,63}$",
-        description="First level(s) of every topic; no wildcards.",
-    )
-    protocol: Literal["5", "3.1.1"] = Field(default="5", description="MQTT protocol version.")
-    client_id: str | None = Field(
-        default=None, max_length=128, description="Client id; default tts-agent-<device_id>."
-    )
-    keepalive_s: int = Field(default=30, ge=5, le=3600, description="MQTT keepalive (s).")
-    session_expiry_s: int = Field(
-        default=3600, ge=0, le=2**32 - 1,
-        description="Persistent session lifetime after a disconnect (s), MQTT 5.",
-    )
-    username: str | None = Field(default=None, max_length=256, description="Broker user name.")
-    password: SecretStr | None = Field(default=None,
-                                       description="Broker password (prefer password_file).")
-    password_file: Path | None = Field(
-        default=None,
-        description="File holding the broker password; relative to $CREDENTIALS_DIRECTORY if set.",
-    )
-    tls: bool = Field(default=False, description="Connect with TLS.")
-    ca_file: Path | None = Field(default=None, description="CA bundle used to verify the broker.")
-    cert_file: Path | None = Field(default=None, description="Client certificate (mutual TLS).")
-    key_file: Path | None = Field(default=None, description="Client private key (mutual TLS).")
-    groups: list[str] = Field(
-        default_factory=list, max_length=32,
-        description="Group names whose command topics this device also follows.",
-    )
-    hermes: bool = Field(default=True, description="Speak Hermes (Rhasspy/Snips) hermes/tts/say.")
-    site_id: str | None = Field(
-        default=None, max_length=128, description="Hermes site id; default the device id."
-    )
-    max_payload_bytes: int = Field(
-        default=65536, ge=256, le=10_000_000, description="Largest command payload accepted."
-    )
-    intake_queue: int = Field(
-        default=256, ge=1, le=100_000, description="Commands buffered between network and workers."
-    )
-    reconnect_min_s: float = Field(default=1.0, gt=0, le=60,
-                                   description="First reconnect delay (s).")
-    reconnect_max_s: float = Field(default=60.0, gt=0, le=3600,
-                                   description="Longest reconnect delay (s).")
-
-    @field_validator("groups")
-    @classmethod
-    def _check_groups(cls, groups: list[str]) -> list[str]:
-        for group in groups:
-            if not group or any(c in group for c in "/+#\0"):
-                raise ValueError(f"group name {group!r} must be non-empty and free of / + #")
-        return groups
-
-    @model_validator(mode="after")
-    def _check_tls(self) -> MqttSettings:
-        if (self.cert_file is None) != (self.key_file is None):
-            raise ValueError("cert_file and key_file must be given together")
-        if self.password is not None and self.password_file is not None:
-            raise ValueError("give password or password_file, not both")
-        return self
-
-    def resolved_password(self) -> SecretStr | None:
-        """The broker password, reading ``password_file`` when one is configured."""
-        if self.password_file is None:
-            return self.password
-        path = self.password_file
-        creds = os.environ.get("CREDENTIALS_DIRECTORY")
-        if creds and not path.is_absolute():
-            path = Path(creds) / path
-        return SecretStr(path.read_text(encoding="utf-8").rstrip("\r\n"))
-
-
-class HealthSettings(_Section):
-    interval_s: float = Field(
-        default=30.0, ge=1.0, le=86_400.0, description="Health publish interval (s)."
-    )
-    stall_s: float = Field(
-        default=30.0, ge=1.0, le=3600.0,
-        description="A worker busy on one item longer than this counts as hung (s).",
-    )
-    state_check_s: float = Field(
-        default=5.0, ge=0.5, le=3600.0,
-        description="How often the overall state is re-evaluated; a change of state is "
-                    "published at once, not at the next interval (s).",
-    )
-    window: int = Field(
-        default=200, ge=10, le=100_000,
-        description="Most recent requests the latency, RTF and first-audio percentiles cover.",
-    )
-    failure_ratio: float = Field(
-        default=0.5, ge=0.0, le=1.0,
-        description="Share of failed requests in the window (at least 5 requests) at which the "
-                    "device counts as degraded; 0 switches the rule off.",
-    )
-    thermal_limit_c: float | None = Field(
-        default=None, ge=30.0, le=150.0,
-        description="CPU temperature at or above which the device counts as degraded (deg C); "
-                    "unset = the hardware profile's thermal limit (85 without a profile).",
-    )
-    disk_min_free_mb: int = Field(
-        default=100, ge=0, le=10_000_000,
-        description="Free space on the cache filesystem below which the device counts as "
-                    "degraded (MiB); 0 switches the rule off.",
-    )
-    prometheus_file: Path | None = Field(
-        default=None,
-        description="Write the health figures in Prometheus text format to this file (for "
-                    "node_exporter's textfile collector, e.g. "
-                    "/var/lib/prometheus/node-exporter/tts_agent.prom); unset = off.",
-    )
-
-    @field_validator("prometheus_file")
-    @classmethod
-    def _check_prometheus_file(cls, path: Path | None) -> Path | None:
-        if path is not None and path.suffix != ".prom":
-            raise ValueError("node_exporter's textfile collector only reads files ending in .prom")
-        return path
-
-
-class LogSettings(_Section):
-    level: Literal["debug", "info", "warning", "error"] = Field(
-        default="info", description="Lowest level logged."
-    )
-    format: Literal["auto", "json", "console"] = Field(
-        default="auto", description="auto: console on a TTY, JSON lines otherwise."
-    )
 
 
 class Settings(BaseSettings):
@@ -382,7 +64,7 @@ class Settings(BaseSettings):
     )
 
     device_id: str = Field(
-        default_factory=socket.gethostname, pattern=_NAME_PATTERN,
+        default_factory=socket.gethostname, pattern=NAME_PATTERN,
         description="This device's id in topics and events (default: hostname).",
     )
     models: ModelSettings = Field(default_factory=ModelSettings, description="Voice models.")
@@ -394,7 +76,7 @@ class Settings(BaseSettings):
     health: HealthSettings = Field(default_factory=HealthSettings, description="Health reports.")
     log: LogSettings = Field(default_factory=LogSettings, description="Logging.")
     profile: str | None = Field(
-        default=None, pattern=_NAME_PATTERN,
+        default=None, pattern=NAME_PATTERN,
         description="Hardware profile name; unset = detect from the system.",
     )
 

@@ -40,7 +40,8 @@ def run(args: argparse.Namespace) -> int:
     from agent.logs import get_logger
     from agent.mqtt.client import ClientConfigError
     from agent.mqtt.topics import TopicError
-    from agent.service import AgentService, run_until_signal
+    from agent.service import AgentService
+    from agent.signals import run_until_signal
 
     def reread() -> Settings:
         return load_settings(config)

@@ -16,16 +16,17 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.fsutil import atomic_write
-from agent.health.snapshot import STATES
+from agent.health.snapshot import FIXED_KEYS, STATES
+
+if TYPE_CHECKING:
+    from agent.health.report import HealthReport, Quantiles
 
 __all__ = ["PREFIX", "render", "write_textfile"]
 
 PREFIX = "tts_agent"
-_FIXED_SECTIONS = frozenset({"schema", "state", "reasons", "device_id", "version", "time",
-                             "uptime_s", "requests", "workers", "system"})
 _NAME_BAD = re.compile(r"[^a-zA-Z0-9_]")
 
 
@@ -75,10 +76,10 @@ class _Writer:
         return "\n".join(lines) + "\n"
 
 
-def _quantiles(out: _Writer, name: str, help_text: str, figures: Mapping[str, float] | None,
-               ) -> None:
-    for key, value in (figures or {}).items():
-        quantile = int(key.removeprefix("p")) / 100
+def _quantiles(out: _Writer, name: str, help_text: str, figures: Quantiles | None) -> None:
+    if figures is None:
+        return
+    for quantile, value in ((0.5, figures["p50"]), (0.95, figures["p95"])):
         out.add(name, "gauge", help_text, value, {"quantile": f"{quantile:g}"})
 
 
@@ -88,7 +89,7 @@ def _scalars(section: Mapping[str, Any]) -> Iterable[tuple[str, float | int]]:
             yield key, value
 
 
-def render(snap: Mapping[str, Any]) -> str:
+def render(snap: HealthReport) -> str:
     """``snap`` (a :meth:`agent.health.snapshot.Health.snapshot`) as Prometheus text format."""
     out = _Writer()
     out.add(_name("info"), "gauge", "Agent version and device id (always 1).", 1,
@@ -137,7 +138,7 @@ def render(snap: Mapping[str, Any]) -> str:
                 {"path": disk["path"]})
 
     for section, data in snap.items():
-        if section in _FIXED_SECTIONS or not isinstance(data, Mapping):
+        if section in FIXED_KEYS or not isinstance(data, Mapping):
             continue
         for key, value in _scalars(data):
             name = _name(section, key)

@@ -17,18 +17,21 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from agent.health.prometheus import render, write_textfile
 from agent.health.sdnotify import Notifier
 from agent.health.snapshot import Health, summary_line
 from agent.logs import get_logger
 
+if TYPE_CHECKING:
+    from agent.health.report import HealthReport, State
+
 __all__ = ["HealthReporter"]
 
 log = get_logger(__name__)
 
-Publish = Callable[[dict[str, Any]], None]
+Publish = Callable[["HealthReport"], None]
 
 
 class HealthReporter:
@@ -54,7 +57,7 @@ class HealthReporter:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._status: str | None = None
-        self.state: str | None = None
+        self.state: State | None = None
         """The overall state of the latest snapshot (``None`` before the first)."""
         self.published = 0
         """Snapshots handed to ``publish`` so far."""
@@ -75,7 +78,7 @@ class HealthReporter:
         if self._thread is not None:
             self._thread.join(timeout)
 
-    def report(self, *, force: bool) -> dict[str, Any]:
+    def report(self, *, force: bool) -> HealthReport:
         """Take a snapshot; publish it when forced, due or the state changed. Runs on the
         reporter thread (or the caller's, for a synchronous report)."""
         snap = self.health.snapshot()
@@ -92,7 +95,7 @@ class HealthReporter:
             self._status = line
         return snap
 
-    def _emit(self, snap: dict[str, Any]) -> None:
+    def _emit(self, snap: HealthReport) -> None:
         if self._publish is not None:
             try:
                 self._publish(snap)

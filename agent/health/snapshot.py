@@ -25,6 +25,8 @@ reported as it is):
 Threads: :meth:`Health.record_request` runs on the workers that finish requests,
 :meth:`Health.snapshot` on the health reporter or the command that asks (``ping``);
 providers are called on the thread that takes the snapshot, so they must only read.
+
+The report's shape (and each section's) is :class:`agent.health.report.HealthReport`.
 """
 
 from __future__ import annotations
@@ -37,22 +39,25 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, cast, get_args
 
 from agent import __version__
 from agent.health.liveness import Liveness
+from agent.health.report import Outcome, State
 from agent.health.sysinfo import SystemProbe
 from agent.logs import get_logger
 from agent.settings import HealthSettings, Settings
 
+if TYPE_CHECKING:
+    from agent.health.report import HealthReport, HealthSummary, Quantiles, RequestsSection
+
 __all__ = [
+    "FIXED_KEYS",
     "OUTCOMES",
     "STATES",
     "Health",
-    "Outcome",
     "Provider",
     "RequestStats",
-    "State",
     "evaluate",
     "percentile",
     "summary_line",
@@ -60,21 +65,20 @@ __all__ = [
 
 log = get_logger(__name__)
 
-State = Literal["ok", "degraded", "failing"]
 STATES: tuple[State, ...] = get_args(State)
-Outcome = Literal["finished", "failed", "rejected", "expired", "interrupted"]
-"""How a request ended (the final event the MQTT layer publishes for it)."""
 OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 Provider = Callable[[], Mapping[str, Any]]
+"""Returns one section of the report (the shapes the daemon's sections have are in
+:mod:`agent.health.report`)."""
 
 SCHEMA_VERSION = 1
 MIN_REQUESTS_FOR_RATIO = 5
 """The failure-ratio rule needs at least this many finished+failed requests in the window."""
-QUANTILES = (50, 95)
 
 _SECTION_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
-_RESERVED = frozenset({"schema", "state", "reasons", "device_id", "version", "time",
-                       "uptime_s", "requests", "workers", "system"})
+FIXED_KEYS = frozenset({"schema", "state", "reasons", "device_id", "version", "time",
+                        "uptime_s", "requests", "workers", "system"})
+"""The report's own keys; no provider section may take one of these names."""
 _MAX_ERROR_CHARS = 200
 
 # What a provider section saying ``ok: false`` means, section by section (default degraded).
@@ -149,16 +153,17 @@ class RequestStats:
             self._totals[outcome] += 1
             self._window.append(sample)
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> RequestsSection:
         with self._lock:
             totals = dict(self._totals)
             samples = list(self._window)
 
-        def quantiles(values: list[float]) -> dict[str, float] | None:
+        def quantiles(values: list[float]) -> Quantiles | None:
             if not values:
                 return None
             values.sort()
-            return {f"p{q}": round(percentile(values, q), 4) for q in QUANTILES}
+            return {"p50": round(percentile(values, 50), 4),
+                    "p95": round(percentile(values, 95), 4)}
 
         return {
             "served": totals["finished"],
@@ -206,7 +211,7 @@ class Health:
 
     def add_provider(self, name: str, provider: Provider) -> None:
         """Report ``provider()`` as section ``name`` of every snapshot. Any thread."""
-        if not _SECTION_NAME.match(name) or name in _RESERVED:
+        if not _SECTION_NAME.match(name) or name in FIXED_KEYS:
             raise ValueError(f"invalid or reserved health section name {name!r}")
         with self._lock:
             if name in self._providers:
@@ -229,15 +234,15 @@ class Health:
         self.requests.record(outcome, synthesis_s=synthesis_s, audio_s=audio_s,
                              first_audio_s=first_audio_s)
 
-    def compact(self) -> dict[str, Any]:
+    def compact(self) -> HealthSummary:
         """Just the overall ``state`` and its ``reasons`` (for ``pong``)."""
         snap = self.snapshot()
         return {"state": snap["state"], "reasons": snap["reasons"]}
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> HealthReport:
         """The full health report, ``state`` and ``reasons`` included (JSON-able as long as
         the providers return JSON-able data)."""
-        snap: dict[str, Any] = {
+        snap: HealthReport = {
             "schema": SCHEMA_VERSION,
             "state": "ok",
             "reasons": [],
@@ -251,8 +256,9 @@ class Health:
         }
         with self._lock:
             providers = list(self._providers.items())
+        sections = cast("dict[str, object]", snap)  # provider sections are keyed by name
         for name, provider in providers:
-            snap[name] = _call_provider(name, provider)
+            sections[name] = _call_provider(name, provider)
         snap["state"], snap["reasons"] = evaluate(snap, self.settings)
         return snap
 
@@ -276,7 +282,7 @@ def _worker_findings(snap: Mapping[str, Any]) -> Iterator[tuple[State, str]]:
 
 def _section_findings(snap: Mapping[str, Any]) -> Iterator[tuple[State, str]]:
     for name, section in snap.items():
-        if name in _RESERVED or not isinstance(section, Mapping):
+        if name in FIXED_KEYS or not isinstance(section, Mapping):
             continue
         if "provider_error" in section:
             yield "degraded", f"{name} provider failed: {section['provider_error']}"
@@ -347,7 +353,7 @@ def evaluate(snap: Mapping[str, Any], settings: HealthSettings) -> tuple[State, 
     return state, [reason for _, reason in findings]
 
 
-def summary_line(snap: Mapping[str, Any]) -> str:
+def summary_line(snap: HealthReport) -> str:
     """One line for systemd's ``STATUS=``: state, first reason, request counts."""
     requests = snap["requests"]
     head = snap["state"] if not snap["reasons"] else f"{snap['state']}: {snap['reasons'][0]}"

@@ -18,7 +18,10 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agent.health.report import DiskUsage, SystemReading, Throttled
 
 __all__ = ["THROTTLE_FLAGS", "SystemProbe", "decode_throttled"]
 
@@ -48,7 +51,7 @@ def _zone_number(name: str) -> int:
     return int(digits) if digits.isdigit() else 1 << 30
 
 
-def decode_throttled(value: int) -> dict[str, Any]:
+def decode_throttled(value: int) -> Throttled:
     """The Pi firmware's throttling word as ``{raw, now: [...], since_boot: [...]}``."""
     return {
         "raw": f"0x{value:x}",
@@ -76,7 +79,7 @@ class SystemProbe:
         except OSError:
             return None
 
-    def read(self) -> dict[str, Any]:
+    def read(self) -> SystemReading:
         """All figures as JSON-able data (bytes, seconds, degrees Celsius)."""
         memory = self.memory()
         zones = self.thermal_zones()
@@ -142,7 +145,7 @@ class SystemProbe:
         except ValueError:
             return None
 
-    def disk(self) -> dict[str, Any] | None:
+    def disk(self) -> DiskUsage | None:
         """Free and total bytes of the filesystem holding :attr:`disk_path`."""
         path = self.disk_path
         while not path.exists() and path != path.parent:

@@ -1,17 +1,13 @@
 """A paho-mqtt 2.x client that behaves well in a fleet.
 
-- MQTT 5 by default, 3.1.1 selectable (``mqtt.protocol``).
-- Persistent session: clean start off and a session expiry (MQTT 5), ``clean_session=False``
-  (3.1.1), a stable client id, QoS 1 subscriptions; commands sent while the device was briefly
-  away are delivered when it returns.
-- Last Will set before every connect; subscriptions re-made after every connect.
-- Reconnect with exponential backoff and *full jitter* (:class:`Backoff`), so a fleet does not
-  stampede a restarted broker. Our own network thread drives paho's ``loop()``; paho's
-  fixed-delay reconnect is off.
-- TLS with CA verification, mutual TLS, user name / password. The password comes from
-  ``password`` or ``password_file`` (systemd credentials) and is never logged.
+- How it connects (protocol, persistent session, TLS, credentials, Last Will) and the
+  jittered reconnect backoff are in :mod:`agent.mqtt.connect`. Our own network thread drives
+  paho's ``loop()``; paho's fixed-delay reconnect is off.
+- A stable client id and QoS 1 subscriptions, re-made after every connect; with the
+  persistent session, commands sent while the device was briefly away are delivered when it
+  returns.
 - Publishing never blocks: QoS 1 messages are queued by paho while disconnected (bounded by
-  :data:`MAX_QUEUED_MESSAGES`) and sent after the reconnect.
+  :data:`~agent.mqtt.connect.MAX_QUEUED_MESSAGES`) and sent after the reconnect.
 
 Threads: :meth:`MqttClient.start` starts one network thread (``mqtt-network``). Every paho
 callback, and so the ``on_message`` and ``on_connected`` handlers given to the client, runs
@@ -21,10 +17,6 @@ happen on that thread too (publishers only queue packets and wake it).
 
 from __future__ import annotations
 
-import contextlib
-import random
-import socket
-import ssl
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -32,12 +24,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import paho.mqtt.client as paho
-from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode, MQTTProtocolVersion
+from paho.mqtt.enums import MQTTErrorCode
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from agent.logs import get_logger
+from agent.mqtt.connect import MAX_QUEUED_MESSAGES, Backoff, ClientConfigError, new_paho
 from agent.mqtt.topics import Topic, TopicError, TopicFilter
 from agent.settings import MqttSettings
 
@@ -53,13 +46,7 @@ __all__ = [
 
 log = get_logger(__name__)
 
-MAX_QUEUED_MESSAGES = 1000
-"""Outgoing QoS 1 messages paho keeps while the broker is unreachable; newer ones are dropped."""
 _LOOP_TIMEOUT_S = 0.5
-
-
-class ClientConfigError(Exception):
-    """The MQTT settings cannot be used (unreadable password file, bad certificate...)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,29 +95,6 @@ class OutboundMessage:
         return props if used else None
 
 
-class Backoff:
-    """Exponential backoff with full jitter: attempt ``n`` waits ``U(0, min(cap, base*2**n))``.
-
-    Full jitter spreads a fleet's reconnects evenly over the window instead of letting every
-    device retry in lock-step after a broker restart.
-    """
-
-    def __init__(self, base_s: float, cap_s: float, rng: random.Random | None = None) -> None:
-        if base_s <= 0 or cap_s < base_s:
-            raise ValueError("backoff needs 0 < base <= cap")
-        self.base_s = base_s
-        self.cap_s = cap_s
-        self._rng = rng or random.Random()  # noqa: S311 - jitter, not cryptography
-
-    def ceiling(self, attempt: int) -> float:
-        """The upper bound of the wait before retry ``attempt`` (0-based)."""
-        return min(self.cap_s, self.base_s * 2.0 ** min(attempt, 62))
-
-    def delay(self, attempt: int) -> float:
-        """A random wait in ``[0, ceiling(attempt)]``."""
-        return self._rng.uniform(0.0, self.ceiling(attempt))
-
-
 class Publication:
     """A published message; :meth:`wait` blocks until the broker acknowledged it."""
 
@@ -147,18 +111,6 @@ class Publication:
     def wait(self, timeout: float) -> bool:
         """True once the broker has acknowledged the message (QoS 1) or it was sent (QoS 0)."""
         return self._acked.wait(timeout)
-
-
-def _tls_context(settings: MqttSettings) -> ssl.SSLContext:
-    try:
-        context = ssl.create_default_context(
-            cafile=str(settings.ca_file) if settings.ca_file else None
-        )
-        if settings.cert_file is not None and settings.key_file is not None:
-            context.load_cert_chain(str(settings.cert_file), str(settings.key_file))
-    except (OSError, ssl.SSLError) as exc:
-        raise ClientConfigError(f"cannot set up TLS: {exc}") from exc
-    return context
 
 
 class MqttClient:
@@ -187,8 +139,7 @@ class MqttClient:
         self._on_message = on_message
         self._on_connected = on_connected
         self._persistent = persistent
-        self._backoff = backoff or Backoff(settings.reconnect_min_s,
-                                           max(settings.reconnect_min_s, settings.reconnect_max_s))
+        self._backoff = backoff or Backoff.for_settings(settings)
         self._stop = threading.Event()
         self._abort = threading.Event()
         self._connected = threading.Event()
@@ -212,52 +163,13 @@ class MqttClient:
     # -- setup ---------------------------------------------------------------------------
 
     def _make_paho(self, will: OutboundMessage | None) -> paho.Client:
-        settings = self.settings
-        client = paho.Client(
-            CallbackAPIVersion.VERSION2,
-            client_id=self.client_id,
-            clean_session=None if self.mqtt5 else not self._persistent,
-            protocol=MQTTProtocolVersion.MQTTv5 if self.mqtt5 else MQTTProtocolVersion.MQTTv311,
-            reconnect_on_failure=False,
-        )
-        client.max_queued_messages_set(MAX_QUEUED_MESSAGES)
-        if settings.tls:
-            client.tls_set_context(_tls_context(settings))
-        try:
-            password = settings.resolved_password()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ClientConfigError(
-                f"cannot read the MQTT password file {settings.password_file}: "
-                f"{getattr(exc, 'strerror', None) or type(exc).__name__}"
-            ) from None
-        if settings.username is not None or password is not None:
-            client.username_pw_set(
-                settings.username, password.get_secret_value() if password else None
-            )
-        if will is not None:
-            client.will_set(will.topic.value, will.payload, will.qos, will.retain)
-        connect_props: Properties | None = None
-        if self.mqtt5:
-            connect_props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
-            connect_props.SessionExpiryInterval = (
-                settings.session_expiry_s if self._persistent else 0
-            )
-        client.connect_async(
-            settings.host, settings.port, settings.keepalive_s,
-            clean_start=(not self._persistent) if self.mqtt5 else paho.MQTT_CLEAN_START_FIRST_ONLY,
-            properties=connect_props,
-        )
+        """The paho client (:func:`agent.mqtt.connect.new_paho`) with our callbacks."""
+        client = new_paho(self.settings, self.client_id, persistent=self._persistent, will=will)
         client.on_connect = self._handle_connect
         client.on_disconnect = self._handle_disconnect
         client.on_subscribe = self._handle_subscribe
         client.on_message = self._handle_message
         client.on_publish = self._handle_publish
-        # Registering a write callback stops paho from writing to the socket on the caller's
-        # thread inside publish(); the network thread, woken through paho's socket pair,
-        # does every write.
-        client.on_socket_register_write = _ignore_socket
-        client.on_socket_unregister_write = _ignore_socket
-        client.on_socket_open = _no_delay
         return client
 
     # -- public API ----------------------------------------------------------------------
@@ -482,16 +394,3 @@ class MqttClient:
         except Exception:
             log.exception("mqtt_message_handler_failed", topic=topic.value)
 
-
-def _ignore_socket(client: paho.Client, userdata: Any, sock: Any) -> None:
-    """Paho socket-write registration hook; the network thread polls for writability itself."""
-
-
-def _no_delay(client: paho.Client, userdata: Any, sock: Any) -> None:
-    """Network thread, socket just opened: disable Nagle's algorithm.
-
-    MQTT sends small packets back to back (a PUBACK, then an event); with Nagle and the peer's
-    delayed ACK each such pair costs ~40 ms on Linux.
-    """
-    with contextlib.suppress(OSError, AttributeError):  # not a TCP socket: nothing to tune
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

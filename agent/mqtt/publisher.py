@@ -1,16 +1,20 @@
 """Publishing the agent's side of the protocol: events, replies, presence, retained snapshots.
 
-One :class:`EventPublisher` per process. Health reports and model lifecycle events use it
-too: ``publisher.event(MyEvent(...))`` for anything derived from
-:class:`agent.mqtt.protocol.EventBase`, ``publisher.retained(topics.health, snapshot)`` for
-retained state. Every method may be called from any thread and never blocks on the network
-(messages are queued while the broker is unreachable).
+One :class:`EventPublisher` per process. Model lifecycle events use it too:
+``publisher.event(MyEvent(...))`` for anything derived from
+:class:`agent.mqtt.protocol.EventBase`, ``publisher.retained(topic, model)`` for retained
+state, ``publisher.health(report)`` for the health report. Every method may be called from
+any thread and never blocks on the network (messages are queued while the broker is
+unreachable). Without MQTT, :class:`OfflinePublisher` stands in for the client.
 """
 
 from __future__ import annotations
 
+import json
+import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 
@@ -19,7 +23,7 @@ from agent.mqtt.client import OutboundMessage, Publication
 from agent.mqtt.protocol import EventBase, Presence, to_payload
 from agent.mqtt.topics import DeviceTopics, Topic
 
-__all__ = ["EventPublisher", "Publisher", "ReplyRoute"]
+__all__ = ["EventPublisher", "OfflinePublisher", "Publisher", "ReplyRoute"]
 
 log = get_logger(__name__)
 
@@ -28,6 +32,16 @@ class Publisher(Protocol):
     """What the publisher needs from a client (:class:`agent.mqtt.client.MqttClient`)."""
 
     def publish(self, message: OutboundMessage) -> Publication: ...
+
+
+class OfflinePublisher:
+    """The publisher's client when MQTT is disabled: messages only go to the debug log."""
+
+    def publish(self, message: OutboundMessage) -> Publication:
+        log.debug("event_not_published", topic=message.topic.value)
+        acked = threading.Event()
+        acked.set()
+        return Publication(None, acked)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +83,12 @@ class EventPublisher:
     def retained(self, topic: Topic, snapshot: BaseModel) -> Publication:
         """Publish ``snapshot`` retained (QoS 1) on ``topic``, e.g. the health snapshot."""
         return self.client.publish(OutboundMessage(topic, to_payload(snapshot), retain=True))
+
+    def health(self, report: Mapping[str, Any]) -> Publication:
+        """The health report (:class:`agent.health.report.HealthReport`), retained (QoS 1) on
+        ``{prefix}/{device}/health`` as compact JSON."""
+        payload = json.dumps(report, separators=(",", ":"), default=str).encode()
+        return self.client.publish(OutboundMessage(self.topics.health, payload, retain=True))
 
     def raw(self, message: OutboundMessage) -> Publication:
         """Publish a message in a foreign format (Hermes)."""

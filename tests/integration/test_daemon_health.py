@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from agent import __version__
+from agent.health.report import AudioSection, HealthReport, MqttSection, QueueSection
 from agent.health.snapshot import Health
 from agent.mqtt.client import OutboundMessage, Publication
 from agent.mqtt.publisher import EventPublisher
@@ -122,6 +123,10 @@ def assert_health_fields(h: dict[str, Any], *, voice: str, voice_dir: Path) -> N
     assert len(system["load_avg"]) == 3 and system["rss_bytes"] > 10 * 1024 * 1024
     assert system["disk"]["free_bytes"] > 0
     assert set(h["workers"]) == {"synthesis", "audio", "mqtt"}
+    # the typed report names exactly what goes on the wire
+    for typed, section in ((HealthReport, h), (AudioSection, audio), (QueueSection, h["queue"]),
+                           (MqttSection, h["mqtt"])):
+        assert set(section) == set(typed.__required_keys__ | typed.__optional_keys__), typed
 
 
 # -- request figures -------------------------------------------------------------------------

@@ -21,6 +21,7 @@ import pytest
 from agent import __version__
 from agent.health.liveness import Liveness
 from agent.health.prometheus import render, write_textfile
+from agent.health.report import HealthReport
 from agent.health.reporter import HealthReporter
 from agent.health.sdnotify import Notifier
 from agent.health.snapshot import Health, RequestStats, evaluate, percentile, summary_line
@@ -98,7 +99,7 @@ def health(settings: Settings, tmp_path: Path, clock: FakeClock) -> Health:
 
 def test_a_healthy_snapshot_has_every_field(health: Health, clock: FakeClock) -> None:
     healthy_providers(health)
-    health.liveness.register("synthesis")  # type: ignore[union-attr]
+    health.liveness.watch("synthesis", busy_since=lambda: None)  # type: ignore[union-attr]
     clock.now += 12.5
     snap = json.loads(json.dumps(health.snapshot()))
     assert snap["state"] == "ok" and snap["reasons"] == []
@@ -159,8 +160,8 @@ def test_mqtt_switched_off_is_not_a_problem(health: Health) -> None:
 
 def test_a_hung_worker_is_failing_and_worst_comes_first(health: Health, clock: FakeClock) -> None:
     sections = healthy_providers(health)
-    worker = health.liveness.register("synthesis")  # type: ignore[union-attr]
-    worker.busy()
+    busy_since = clock.now
+    health.liveness.watch("synthesis", busy_since=lambda: busy_since)  # type: ignore[union-attr]
     clock.now += 31
     sections["mqtt"]["connected"] = False
     snap = health.snapshot()
@@ -338,18 +339,20 @@ def parse_exposition(text: str) -> dict[str, float]:
     return samples
 
 
-def degraded_snapshot(health: Health) -> dict[str, Any]:
+def degraded_snapshot(health: Health, clock: FakeClock) -> HealthReport:
     sections = healthy_providers(health)
     sections["audio"].update(ok=False, error='no "card" here\nat all')
-    health.liveness.register("synthesis").busy()  # type: ignore[union-attr]
+    busy_since = clock.now  # busy on an item since now
+    health.liveness.watch("synthesis", busy_since=lambda: busy_since)  # type: ignore[union-attr]
     for v in (0.2, 0.4):
         health.record_request("finished", synthesis_s=v, audio_s=2.0, first_audio_s=v / 2)
     health.record_request("failed")
     return health.snapshot()
 
 
-def test_prometheus_text_parses_and_carries_the_figures(health: Health) -> None:
-    samples = parse_exposition(render(degraded_snapshot(health)))
+def test_prometheus_text_parses_and_carries_the_figures(health: Health,
+                                                        clock: FakeClock) -> None:
+    samples = parse_exposition(render(degraded_snapshot(health, clock)))
     assert samples[f'tts_agent_info{{version="{__version__}",device_id="t1"}}'] == 1
     assert samples['tts_agent_health_state{state="degraded"}'] == 1
     assert samples['tts_agent_health_state{state="ok"}'] == 0
@@ -423,10 +426,10 @@ def node_exporter(tmp_path: Path) -> Iterator[tuple[Path, int]]:
         proc.wait(timeout=10)
 
 
-def test_node_exporter_reads_the_textfile(health: Health,
+def test_node_exporter_reads_the_textfile(health: Health, clock: FakeClock,
                                           node_exporter: tuple[Path, int]) -> None:
     directory, port = node_exporter
-    write_textfile(directory / "tts_agent.prom", render(degraded_snapshot(health)))
+    write_textfile(directory / "tts_agent.prom", render(degraded_snapshot(health, clock)))
     scraped = scrape(port)
     assert re.search(r"^node_textfile_scrape_error 0$", scraped, re.MULTILINE), scraped[-2000:]
     assert 'tts_agent_health_state{state="degraded"} 1' in scraped
@@ -446,7 +449,7 @@ def test_reporter_publishes_at_once_on_a_change_and_on_request(
     health = Health(fast, probe=probe)
     sections = healthy_providers(health)
     notify = NotifySocket(tmp_path / "notify")
-    published: queue.Queue[dict[str, Any]] = queue.Queue()
+    published: queue.Queue[HealthReport] = queue.Queue()
     reporter = HealthReporter(health, publish=published.put, notifier=Notifier(notify.address))
     reporter.start()
     try:
@@ -492,6 +495,12 @@ def test_the_voice_library_status_is_a_provider(tiny_voice_dir: Path, tmp_path: 
     snap = json.loads(json.dumps(health.snapshot()))
     assert (snap["state"], snap["reasons"]) == ("ok", [])
     assert [v["voice"] for v in snap["voices"]["voices"]] == [tiny_voice_dir.name]
+    from agent.health.report import LoadedVoice, ReloadRecord, VoicesSection
+
+    assert set(snap["voices"]) == set(VoicesSection.__required_keys__)
+    assert set(snap["voices"]["voices"][0]) == set(LoadedVoice.__required_keys__)
+    assert set(snap["voices"]["last_reload"][tiny_voice_dir.name]) == set(
+        ReloadRecord.__required_keys__)
 
 
 def test_a_section_may_give_its_own_verdict(health: Health) -> None:
@@ -530,3 +539,50 @@ def test_the_real_player_with_a_missing_device_degrades_the_report(
     assert snap["reasons"][0].startswith("audio device unavailable: ")
     assert "no_such_pcm_device" in snap["reasons"][0]
     assert snap["audio"]["state"] == "degraded"
+
+
+# -- the typed report matches what is built ------------------------------------------------
+
+def keys_of(typed: Any) -> set[str]:
+    """Every key a TypedDict declares, required or not."""
+    return set(typed.__required_keys__ | typed.__optional_keys__)
+
+
+def test_the_report_types_name_every_key_the_snapshot_has(health: Health) -> None:
+    from agent.health.report import (
+        HealthReport,
+        Quantiles,
+        RequestsSection,
+        RequestWindow,
+        SystemSection,
+        ThermalZone,
+        WorkerReport,
+    )
+
+    health.liveness.watch("synthesis", busy_since=lambda: None)  # type: ignore[union-attr]
+    health.record_request("finished", synthesis_s=0.2, audio_s=1.0, first_audio_s=0.1)
+    snap = health.snapshot()
+    assert set(snap) == set(HealthReport.__required_keys__)
+    assert set(snap["requests"]) == keys_of(RequestsSection)
+    assert set(snap["requests"]["window"]) == keys_of(RequestWindow)
+    assert set(snap["requests"]["synthesis_s"] or {}) == keys_of(Quantiles)
+    assert set(snap["workers"]["synthesis"]) == keys_of(WorkerReport)
+    assert set(snap["system"]) == keys_of(SystemSection)
+    assert set(snap["system"]["thermal_zones"][0]) == keys_of(ThermalZone)
+    assert set(health.compact()) == {"state", "reasons"}
+
+
+def test_the_daemon_sections_have_the_keys_their_types_name(
+    settings: Settings, tmp_path: Path,
+) -> None:
+    from agent.health.report import MqttSection, PhraseCacheSection
+    from agent.pipeline.phrase_cache import PhraseCache
+    from agent.service_health import mqtt_section, phrase_cache_section
+
+    off = mqtt_section(None, settings.mqtt)
+    assert off == {"enabled": False, "connected": False}
+    assert set(off) == set(MqttSection.__required_keys__)
+    assert phrase_cache_section(None) == {"enabled": False}
+    section = phrase_cache_section(PhraseCache(tmp_path / "phrases", 1 << 20))
+    assert set(section) == keys_of(PhraseCacheSection)
+    assert section["enabled"] is True and section["entries"] == 0

@@ -31,13 +31,23 @@ def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
         time.sleep(0.01)
 
 
+class Component:
+    """Something that keeps its own marks, like SynthesisWorker (busy_since, steps, alive)."""
+
+    def __init__(self) -> None:
+        self.busy_since: float | None = None
+        self.steps = 0
+        self.alive = False
+
+
 def test_busy_longer_than_stall_is_hung_and_progress_revives_it() -> None:
     clock = FakeClock()
     liveness = Liveness(stall_s=30, clock=clock)
-    worker = liveness.register("synthesis")
+    worker = Component()
+    liveness.watch("synthesis", busy_since=lambda: worker.busy_since)
     assert liveness.check().workers["synthesis"].state == "idle"
 
-    worker.busy()
+    worker.busy_since = clock.now
     clock.advance(29)
     status = liveness.check().workers["synthesis"]
     assert (status.state, status.busy_s) == ("busy", 29)
@@ -50,10 +60,10 @@ def test_busy_longer_than_stall_is_hung_and_progress_revives_it() -> None:
     assert report.problems == [
         "worker synthesis hung: busy on one item for 31 s (limit 30 s)"]
 
-    worker.busy()  # the next sentence started: progress
+    worker.busy_since = clock.now  # the next sentence started: progress
     assert liveness.check().alive
     clock.advance(31)
-    worker.idle()
+    worker.busy_since = None  # back to waiting for the next item
     clock.advance(3600)  # idle for long is fine without a beat timeout
     assert liveness.check().alive
 
@@ -61,77 +71,98 @@ def test_busy_longer_than_stall_is_hung_and_progress_revives_it() -> None:
 def test_a_loop_that_stops_beating_is_hung() -> None:
     clock = FakeClock()
     liveness = Liveness(stall_s=30, clock=clock)
-    mqtt = liveness.register("mqtt", beat_timeout_s=10)
+    mqtt = Component()
+    liveness.watch("mqtt", busy_since=lambda: None, progress=lambda: mqtt.steps,
+                   beat_timeout_s=10)
     clock.advance(9)
-    mqtt.beat()
+    mqtt.steps += 1  # a turn of its loop, seen by the next check
+    assert liveness.check().alive
     clock.advance(9)
     assert liveness.check().alive
     clock.advance(2)
     report = liveness.check()
     assert report.workers["mqtt"].state == "hung"
     assert report.problems == ["worker mqtt hung: no heartbeat for 11 s (limit 10 s)"]
-    mqtt.beat()
+    mqtt.steps += 1
     assert liveness.check().alive
 
 
 def test_busy_worker_is_judged_by_its_stall_limit_not_its_beats() -> None:
     clock = FakeClock()
     liveness = Liveness(stall_s=30, clock=clock)
-    audio = liveness.register("audio", stall_s=60, beat_timeout_s=5)
-    audio.busy()
+    audio = Component()
+    liveness.watch("audio", busy_since=lambda: audio.busy_since, progress=lambda: audio.steps,
+                   stall_s=60, beat_timeout_s=5)
+    audio.busy_since = clock.now
     clock.advance(50)  # no beats while writing one long utterance
     assert liveness.check().workers["audio"].state == "busy"
     clock.advance(11)
     assert liveness.check().workers["audio"].state == "hung"
 
 
-def test_working_context_goes_idle_even_on_error() -> None:
+def test_a_worker_idle_again_after_an_error_is_idle() -> None:
     clock = FakeClock()
     liveness = Liveness(stall_s=1, clock=clock)
-    worker = liveness.register("synthesis")
-    with pytest.raises(RuntimeError), worker.working():
-        assert liveness.check().workers["synthesis"].state == "busy"
-        raise RuntimeError("synthesis failed")
+    worker = Component()
+    liveness.watch("synthesis", busy_since=lambda: worker.busy_since)
+
+    def step() -> None:  # the shape of SynthesisWorker's loop: busy_since cleared in finally
+        worker.busy_since = clock.now
+        try:
+            assert liveness.check().workers["synthesis"].state == "busy"
+            raise RuntimeError("synthesis failed")
+        finally:
+            worker.busy_since = None
+
+    with pytest.raises(RuntimeError):
+        step()
     clock.advance(100)
     assert liveness.check().workers["synthesis"].state == "idle"
 
 
 def test_a_worker_whose_thread_exited_is_dead() -> None:
     liveness = Liveness(stall_s=30)
-    thread = threading.Thread(target=lambda: None, name="synthesis-worker")
-    worker = liveness.register("synthesis", thread=thread)
+    release = threading.Event()
+    thread = threading.Thread(target=release.wait, name="synthesis-worker")
+    liveness.watch("synthesis", busy_since=lambda: None, alive=thread.is_alive)
     assert liveness.check().alive  # not started yet: not dead
     thread.start()
+    assert liveness.check().alive
+    release.set()
     thread.join()
     report = liveness.check()
     assert report.workers["synthesis"].state == "dead"
-    assert report.problems == ["worker synthesis dead: thread synthesis-worker has exited"]
-    worker.close()
+    assert report.problems == ["worker synthesis dead: its thread has exited"]
+    liveness.clear()  # the agent stops watching before it stops its workers
     assert liveness.check().alive
-    assert liveness.names() == []
+    assert liveness.check().workers == {}
 
 
 def test_names_are_unique() -> None:
     liveness = Liveness(stall_s=30)
-    liveness.register("audio")
+    liveness.watch("audio", busy_since=lambda: None)
     with pytest.raises(ValueError, match="already registered"):
-        liveness.register("audio")
+        liveness.watch("audio", busy_since=lambda: None)
 
 
 def test_watchdog_pings_at_half_the_interval_and_stops_while_a_worker_is_hung(
     notify: NotifySocket,
 ) -> None:
     liveness = Liveness(stall_s=0.5)
-    synthesis = liveness.register("synthesis")
-    liveness.register("audio")
+    synthesis = Component()
+    liveness.watch("synthesis", busy_since=lambda: synthesis.busy_since)
+    liveness.watch("audio", busy_since=lambda: None)
     notifier = Notifier(notify.address, watchdog_usec=200_000)
     watchdog = Watchdog(liveness, notifier)
     assert watchdog.interval_s == 0.2
     release = threading.Event()
 
     def hang() -> None:
-        with synthesis.working():
+        synthesis.busy_since = time.monotonic()
+        try:
             release.wait(30)  # an inference that never returns
+        finally:
+            synthesis.busy_since = None
 
     assert watchdog.start()
     try:
@@ -163,15 +194,6 @@ def test_no_watchdog_configured_means_no_thread(notify: NotifySocket) -> None:
     assert not Watchdog(liveness, Notifier(notify.address)).start()
     assert not Watchdog(liveness, Notifier(None), interval_s=1.0).start()
     assert notify.drain() == []
-
-
-class Component:
-    """Something that keeps its own marks, like SynthesisWorker (busy_since, steps, alive)."""
-
-    def __init__(self) -> None:
-        self.busy_since: float | None = None
-        self.steps = 0
-        self.alive = False
 
 
 def test_watching_a_component_that_keeps_its_own_marks() -> None:
@@ -216,9 +238,10 @@ def test_watch_needs_a_counter_for_a_beat_limit() -> None:
 def test_clear_stops_judging_workers_that_are_shutting_down() -> None:
     clock = FakeClock()
     liveness = Liveness(stall_s=1, clock=clock)
-    liveness.register("audio").busy()
+    busy_since = clock.now
+    liveness.watch("audio", busy_since=lambda: busy_since)
     clock.advance(5)
     assert not liveness.check().alive
     liveness.clear()
     assert liveness.check().alive
-    assert liveness.names() == []
+    assert liveness.check().workers == {}

@@ -133,14 +133,15 @@ _CHILD = textwrap.dedent("""
 
     notifier = Notifier.from_environ(unset=True)
     liveness = Liveness(stall_s=30)
-    worker = liveness.register("synthesis")
+    turns = [0]
+    liveness.watch("synthesis", busy_since=lambda: None, progress=lambda: turns[0])
     watchdog = Watchdog(liveness, notifier)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
     watchdog.start()
     notifier.ready(status="ready")
     while not stop.wait(0.05):
-        worker.beat()
+        turns[0] += 1
     notifier.stopping(status="stopping")
     watchdog.stop()
     sys.exit(0)

@@ -1,0 +1,271 @@
+"""The shape of the health report: what :meth:`agent.health.snapshot.Health.snapshot` returns,
+what is retained on ``{prefix}/{device}/health`` and what the reporters read.
+
+The report is plain JSON-able data, so its types are TypedDicts: the dict that is built
+is the dict that is serialized, key for key and in the same order. The fixed part
+(``schema`` ... ``system``) is built by :class:`~agent.health.snapshot.Health` itself; the
+sections after it come from the providers the daemon registers (:mod:`agent.service_health`).
+A provider that raises is reported as :class:`ProviderError` in its section's place.
+
+At run time this module imports nothing from the agent, so any part may name its section
+type here. (No ``from __future__ import annotations``: ``NotRequired`` must be seen at run
+time for ``__required_keys__`` to be right; the names imported for type checking only are
+quoted.)
+"""
+
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
+
+if TYPE_CHECKING:
+    from agent.audio.stats import DeviceInfo, PlayerState, VolumeControl
+
+__all__ = [
+    "AudioSection",
+    "DiskUsage",
+    "HardwareSection",
+    "HealthReport",
+    "HealthSummary",
+    "LoadedVoice",
+    "MqttSection",
+    "Outcome",
+    "PhraseCacheSection",
+    "ProviderError",
+    "Quantiles",
+    "QueueSection",
+    "ReloadRecord",
+    "RequestWindow",
+    "RequestsSection",
+    "State",
+    "SystemReading",
+    "SystemSection",
+    "ThermalZone",
+    "Throttled",
+    "VoicesSection",
+    "WorkerReport",
+    "WorkerState",
+]
+
+State = Literal["ok", "degraded", "failing"]
+"""The overall verdict, best first."""
+Outcome = Literal["finished", "failed", "rejected", "expired", "interrupted"]
+"""How a request ended (the final event the MQTT layer publishes for it)."""
+WorkerState = Literal["idle", "busy", "hung", "dead"]
+
+
+class Quantiles(TypedDict):
+    """Nearest-rank percentiles over the request window."""
+
+    p50: float
+    p95: float
+
+
+class RequestWindow(TypedDict):
+    requests: int
+    failed: int
+    finished: int
+
+
+class RequestsSection(TypedDict):
+    """Counters since start and percentiles over the last ``health.window`` requests."""
+
+    served: int
+    failed: int
+    total: dict[Outcome, int]
+    window: RequestWindow
+    synthesis_s: Quantiles | None
+    rtf: Quantiles | None
+    first_audio_s: Quantiles | None
+
+
+class WorkerReport(TypedDict):
+    """One watched worker (``synthesis``, ``audio``, ``mqtt``); durations in seconds."""
+
+    state: WorkerState
+    busy_s: float | None
+    since_beat_s: float
+    problem: str | None
+
+
+class ThermalZone(TypedDict):
+    type: str
+    temp_c: float
+
+
+class Throttled(TypedDict):
+    """The Raspberry Pi firmware's throttling word, decoded."""
+
+    raw: str
+    now: list[str]
+    since_boot: list[str]
+
+
+class DiskUsage(TypedDict):
+    path: str
+    free_bytes: int
+    total_bytes: int
+
+
+class SystemReading(TypedDict):
+    """What :meth:`agent.health.sysinfo.SystemProbe.read` finds (``None``: not available)."""
+
+    load_avg: list[float] | None
+    rss_bytes: int | None
+    rss_peak_bytes: int | None
+    cpu_temp_c: float | None
+    thermal_zones: list[ThermalZone]
+    throttled: Throttled | None
+    disk: DiskUsage | None
+
+
+class SystemSection(SystemReading):
+    cpu_temp_limit_c: float
+    """The limit the temperature rule uses (settings, else the hardware profile's)."""
+
+
+class ProviderError(TypedDict):
+    """A section whose provider raised."""
+
+    provider_error: str
+
+
+class ReloadRecord(TypedDict):
+    """The last reload result of one voice."""
+
+    voice: str
+    outcome: str
+    version: str | None
+    reason: str | None
+    at: float
+
+
+class LoadedVoice(TypedDict):
+    voice: str
+    version: str
+    variant: str
+    sha256: str
+    loaded_at: float
+    provider: str
+    sample_rate: int
+    streaming: dict[str, float] | None
+    """The streamed first sentence's window figures; ``None`` when the voice decodes whole."""
+
+
+class VoicesSection(TypedDict):
+    """:meth:`agent.library.voices.VoiceLibrary.status`."""
+
+    voices: list[LoadedVoice]
+    default: str
+    last_reload: dict[str, ReloadRecord]
+
+
+class AudioSection(TypedDict):
+    """The PCM the settings name, then the player's stats
+    (:class:`agent.audio.stats.PlayerStats`) without their ``busy_since`` stamp."""
+
+    pcm: str
+    underruns: int
+    device_errors: int
+    seconds_played: float
+    started: int
+    finished: int
+    interrupted: int
+    failed: int
+    expired: int
+    internal_errors: int
+    state: "PlayerState"
+    """The player's own verdict, read by the rules."""
+    reason: str | None
+    device: "DeviceInfo | None"
+    queue_depth: int
+    playing: str | None
+    volume: float
+    volume_control: "VolumeControl"
+    alive: bool
+
+
+class MqttSection(TypedDict):
+    """The MQTT client's state; only ``enabled`` and ``connected`` when MQTT is off."""
+
+    enabled: bool
+    connected: bool
+    reconnects: NotRequired[int]
+    last_error: NotRequired[str | None]
+    broker: NotRequired[str]
+    tls: NotRequired[bool]
+    protocol: NotRequired[str]
+
+
+class QueueSection(TypedDict):
+    depth: int
+    """Speak jobs waiting for the synthesis worker."""
+    max: int
+    pending: int
+    """Requests accepted and not finished yet."""
+    intake: int
+    """Commands received and not dispatched yet."""
+
+
+class HardwareSection(TypedDict, total=False):
+    """The hardware profile in force (:meth:`~agent.hardware.effective.EffectiveProfile.as_dict`
+    without its ``candidates``, ``why`` and ``origins``), or ``ok: false`` with the ``error`` when
+    no profile could be resolved. ``profile``, ``intra_op_num_threads``, ``inter_op_num_threads``
+    and ``model_variant`` are the stable interface; the other keys are reported as they are."""
+
+    ok: bool
+    error: str
+    profile: str | None
+    description: str
+    profile_file: str
+    forced: bool
+    intra_op_num_threads: int
+    inter_op_num_threads: int
+    model_variant: str
+    providers: list[str]
+    audio: dict[str, Any]
+    thermal: dict[str, Any]
+    tune: dict[str, Any]
+    hardware: dict[str, Any]
+
+
+class PhraseCacheSection(TypedDict):
+    """``enabled`` and, when the cache is open, its counters
+    (:meth:`agent.pipeline.phrase_cache.PhraseCache.stats`)."""
+
+    enabled: bool
+    entries: NotRequired[int]
+    bytes: NotRequired[int]
+    max_bytes: NotRequired[int]
+    hits: NotRequired[int]
+    misses: NotRequired[int]
+    evictions: NotRequired[int]
+    corrupt: NotRequired[int]
+
+
+class HealthSummary(TypedDict):
+    """The overall verdict alone (what ``pong`` carries)."""
+
+    state: State
+    reasons: list[str]
+
+
+class HealthReport(TypedDict):
+    """The full report, in the order it is serialized. The provider sections follow
+    ``system`` in the order they were registered."""
+
+    schema: int
+    state: State
+    reasons: list[str]
+    """Worst first."""
+    device_id: str
+    version: str
+    time: str
+    """ISO 8601, UTC, whole seconds."""
+    uptime_s: float
+    requests: RequestsSection
+    workers: dict[str, WorkerReport]
+    system: SystemSection
+    voices: NotRequired[VoicesSection | ProviderError]
+    audio: NotRequired[AudioSection | ProviderError]
+    mqtt: NotRequired[MqttSection | ProviderError]
+    queue: NotRequired[QueueSection | ProviderError]
+    hardware: NotRequired[HardwareSection | ProviderError]
+    phrase_cache: NotRequired[PhraseCacheSection | ProviderError]

@@ -1,0 +1,89 @@
+"""What a reload changes in the running agent.
+
+- SIGHUP (:meth:`agent.service.AgentService.reload`): the settings file is read again and
+  every voice re-checked. Of the settings only ``[log]`` (level, format) is applied at once;
+  other changed sections are logged as needing a restart (the running parts keep the
+  settings they were built with). An unreadable or invalid file keeps the old settings.
+- The ``reload`` command (dispatch thread): re-check one voice or all of them, or switch a
+  staged voice to another installed version.
+
+Voices are validated and swapped by :class:`agent.library.voices.VoiceLibrary`; this module
+only decides what to ask it and how the outcome reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from agent.library.voices import VoiceNotFound
+from agent.logs import configure_logging, get_logger
+from agent.mqtt.dispatch import ReloadError
+
+if TYPE_CHECKING:
+    from agent.library.voices import ReloadResult, VoiceLibrary
+    from agent.mqtt.protocol import ReloadCommand
+    from agent.settings import Settings
+
+__all__ = ["reload_command", "reload_settings", "voices_summary"]
+
+log = get_logger(__name__)
+
+
+def reload_settings(current: Settings, load_settings: Callable[[], Settings],
+                    ) -> tuple[Settings, str]:
+    """The settings to run with after re-reading them, and one line saying what changed.
+
+    Logging is reconfigured when ``[log]`` changed; nothing else is applied.
+    """
+    try:
+        new = load_settings()
+    except Exception as exc:  # ConfigError, or anything a broken file provokes
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        log.error("settings_reload_failed", error=str(exc))
+        return current, f"settings kept ({first})"
+    changed = [name for name in type(current).model_fields
+               if getattr(new, name) != getattr(current, name)]
+    if "log" in changed:
+        configure_logging(new.log.level, new.log.format)
+        current = current.model_copy(update={"log": new.log})
+    restart = [name for name in changed if name != "log"]
+    if restart:
+        log.warning("settings_need_restart", sections=restart)
+    log.info("settings_reloaded", changed=changed, log_level=current.log.level)
+    text = f"log level {current.log.level}"
+    return current, text + (f", restart needed for {', '.join(restart)}" if restart else "")
+
+
+def voices_summary(results: Sequence[ReloadResult]) -> str:
+    """``voices 1 loaded, 2 unchanged`` (or ``voices none installed``); rejections logged."""
+    counts: dict[str, int] = {}
+    for result in results:
+        counts[result.outcome] = counts.get(result.outcome, 0) + 1
+    rejected = [f"{r.voice}: {r.reason}" for r in results if r.outcome == "rejected"]
+    if rejected:
+        log.warning("reload_rejected_voices", rejected=rejected)
+    return "voices " + (", ".join(f"{n} {o}" for o, n in sorted(counts.items()))
+                        or "none installed")
+
+
+def reload_command(voices: VoiceLibrary, command: ReloadCommand,
+                   default_voice: str) -> list[str]:
+    """Re-check the models directory now, or switch a staged voice to ``command.version``.
+
+    Returns the installed voice names; raises :class:`ReloadError` when the voice is not
+    installed or a voice was rejected.
+    """
+    if command.voice is not None and command.voice not in voices.names():
+        raise ReloadError(f"no voice named {command.voice!r} is installed")
+    try:
+        if command.version is not None:
+            results = [voices.activate(command.voice or default_voice, command.version)]
+        else:
+            results = voices.reload(command.voice)
+    except VoiceNotFound as exc:
+        raise ReloadError(str(exc)) from exc
+    rejected = [r for r in results if r.outcome == "rejected"]
+    if rejected:
+        raise ReloadError("; ".join(f"{r.voice}: {r.reason}" for r in rejected))
+    return voices.names()

@@ -1,0 +1,180 @@
+"""The daemon's health wiring: one report section per running part, and the workers watched.
+
+- :class:`~agent.health.snapshot.Health` gathers the snapshot: request counts and timings (fed by
+  the :class:`~agent.mqtt.tracker.RequestTracker`), the workers' liveness, and the sections
+  :func:`add_sections` registers (``voices``, ``audio``, ``mqtt``, ``queue``, ``hardware``,
+  ``phrase_cache``; their shapes are in :mod:`agent.health.report`).
+- :class:`~agent.health.reporter.HealthReporter` publishes it retained on
+  ``{prefix}/{device}/health`` (only while connected; a fresh one after every connect and
+  every ``ping``) and keeps systemd's ``STATUS=`` line current.
+- :class:`~agent.health.liveness.Watchdog` sends ``WATCHDOG=1`` only while the workers
+  :func:`watch_workers` names (synthesis worker, audio player, MQTT network loop) make
+  progress.
+
+Threads: the section functions run on the thread that takes a snapshot (health reporter,
+dispatch for ``ping``, main for READY and reloads); they only read.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import TYPE_CHECKING, Any, Protocol, cast
+
+if TYPE_CHECKING:
+    import queue
+
+    from agent.audio.player import AudioPlayer
+    from agent.hardware.effective import EffectiveProfile
+    from agent.health.liveness import Liveness
+    from agent.health.report import (
+        AudioSection,
+        HardwareSection,
+        MqttSection,
+        PhraseCacheSection,
+        QueueSection,
+    )
+    from agent.health.snapshot import Health
+    from agent.library.voices import VoiceLibrary
+    from agent.mqtt.client import MqttClient
+    from agent.mqtt.tracker import RequestTracker
+    from agent.pipeline.phrase_cache import PhraseCache
+    from agent.settings import MqttSettings, Settings
+
+__all__ = ["MIN_BEAT_TIMEOUT_S", "ServiceParts", "add_sections", "watch_workers"]
+
+MIN_BEAT_TIMEOUT_S = 5.0
+"""The synthesis and MQTT loops turn at least every 0.5 s; one that has not turned for
+``max(health.stall_s, MIN_BEAT_TIMEOUT_S)`` while idle counts as hung."""
+_PROFILE_DETAILS = ("candidates", "why", "origins")
+"""Parts of the profile description left out of the report's ``hardware``
+(``tts-agent profile`` shows them)."""
+
+
+class _Bounded(Protocol):
+    """A bounded queue as the report sees it (the speak job queue)."""
+
+    @property
+    def maxsize(self) -> int: ...
+
+    def __len__(self) -> int: ...
+
+
+class _Stepping(Protocol):
+    """A worker that keeps its own liveness marks (the synthesis worker)."""
+
+    @property
+    def busy_since(self) -> float | None: ...
+
+    @property
+    def steps(self) -> int: ...
+
+    @property
+    def alive(self) -> bool: ...
+
+
+class ServiceParts(Protocol):
+    """What the sections read from the daemon (:class:`agent.service.AgentService`)."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def voices(self) -> VoiceLibrary: ...
+
+    @property
+    def player(self) -> AudioPlayer: ...
+
+    @property
+    def worker(self) -> _Stepping: ...
+
+    @property
+    def client(self) -> MqttClient | None: ...
+
+    @property
+    def jobs(self) -> _Bounded: ...
+
+    @property
+    def tracker(self) -> RequestTracker: ...
+
+    @property
+    def requests(self) -> queue.Queue[Any]: ...
+
+    @property
+    def profile(self) -> EffectiveProfile | None: ...
+
+    @property
+    def profile_error(self) -> str | None: ...
+
+    @property
+    def phrase_cache(self) -> PhraseCache | None: ...
+
+
+def add_sections(health: Health, parts: ServiceParts) -> None:
+    """Register one provider per section of the report (from the daemon's constructor)."""
+    settings = parts.settings
+    health.add_provider("voices", parts.voices.status)
+    health.add_provider("audio", partial(audio_section, parts.player, settings.audio.device))
+    health.add_provider("mqtt", partial(mqtt_section, parts.client, settings.mqtt))
+    health.add_provider("queue", partial(queue_section, parts))
+    health.add_provider("hardware", partial(hardware_section, parts.profile, settings.profile,
+                                            parts.profile_error))
+    health.add_provider("phrase_cache", partial(phrase_cache_section, parts.phrase_cache))
+
+
+def watch_workers(liveness: Liveness, parts: ServiceParts) -> None:
+    """Watch the running workers for progress (once they run, so a long voice load is not
+    mistaken for a silent loop)."""
+    beat_s = max(parts.settings.health.stall_s, MIN_BEAT_TIMEOUT_S)
+    worker, player, client = parts.worker, parts.player, parts.client
+    liveness.watch("synthesis", busy_since=lambda: worker.busy_since,
+                   alive=lambda: worker.alive, progress=lambda: worker.steps,
+                   beat_timeout_s=beat_s)
+    # The player waits without a timeout when idle: only its ALSA calls are timed.
+    liveness.watch("audio", busy_since=lambda: player.stats()["busy_since"],
+                   alive=lambda: bool(player.stats()["alive"]))
+    if client is not None:
+        liveness.watch("mqtt", busy_since=lambda: client.busy_since,
+                       alive=lambda: client.alive, progress=lambda: client.turns,
+                       beat_timeout_s=beat_s)
+
+
+def audio_section(player: AudioPlayer, pcm: str) -> AudioSection:
+    """The player's stats without its ``busy_since`` (a monotonic stamp; the worker's state
+    is in ``workers``), after the PCM the settings name."""
+    section: dict[str, object] = {"pcm": pcm, **player.stats()}
+    section.pop("busy_since", None)  # a TypedDict cannot say "PlayerStats less one key"
+    return cast("AudioSection", section)
+
+
+def mqtt_section(client: MqttClient | None, mqtt: MqttSettings) -> MqttSection:
+    if client is None:
+        return {"enabled": False, "connected": False}
+    return {"enabled": True, "connected": client.connected,
+            "reconnects": client.reconnects, "last_error": client.last_error,
+            "broker": f"{mqtt.host}:{mqtt.port}", "tls": mqtt.tls,
+            "protocol": mqtt.protocol}
+
+
+def queue_section(parts: ServiceParts) -> QueueSection:
+    return {"depth": len(parts.jobs), "max": parts.jobs.maxsize,
+            "pending": parts.tracker.pending(), "intake": parts.requests.qsize()}
+
+
+def hardware_section(profile: EffectiveProfile | None, setting: str | None,
+                     error: str | None) -> HardwareSection:
+    """The profile in force without its verbose parts, or why none could be resolved."""
+    if profile is None:
+        return {"ok": False, "profile": setting,
+                "error": error or "hardware profile not resolved"}
+    section: dict[str, Any] = dict(profile.as_dict())
+    for verbose in _PROFILE_DETAILS:
+        section.pop(verbose, None)
+    # EffectiveProfile.as_dict() is an untyped dict; HardwareSection names its stable keys.
+    return cast("HardwareSection", section)
+
+
+def phrase_cache_section(cache: PhraseCache | None) -> PhraseCacheSection:
+    if cache is None:
+        return {"enabled": False}
+    # PhraseCache.stats() is a dict[str, int]; PhraseCacheSection spells out its keys.
+    return cast("PhraseCacheSection", {"enabled": True, **cache.stats()})
