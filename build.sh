@@ -65,6 +65,12 @@ venv() {
     fi
     rm -f "$VENV"/.installed-* && touch "$stamp"
   fi
+  # An editable install leaves out the data files a wheel puts in <venv>/share, so the venv's
+  # share directory links to the checkout's profiles (the agent looks for them there).
+  local profiles="$VENV/share/tts-agent/firmware_profiles"
+  if [ -L "$profiles" ] || [ ! -e "$profiles" ]; then
+    mkdir -p "${profiles%/*}" && ln -sfn "$ROOT/firmware_profiles" "$profiles"
+  fi
 }
 
 voice() {

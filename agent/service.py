@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent import __version__
 from agent.audio.player import AudioPlayer
-from agent.hardware import profile_or_reason
+from agent.hardware.effective import profile_or_reason
 from agent.health.liveness import Liveness, Watchdog
 from agent.health.reporter import HealthReporter
 from agent.health.sdnotify import Notifier
@@ -60,6 +60,7 @@ from agent.voice.voice import VoiceLoadError
 
 if TYPE_CHECKING:
     from agent.audio.item import PlaybackEvent
+    from agent.hardware.effective import EffectiveProfile
     from agent.health.report import HealthReport
     from agent.mqtt.protocol import ReloadCommand
 
@@ -79,7 +80,7 @@ class AgentService:
     ``voices`` and ``player`` may be given (tests, benchmarks, and ``tts-agent run``, which
     starts loading the default voice before it imports this module); by default they are built
     from ``settings`` (voices with the hardware profile's onnxruntime options). ``profile`` is
-    :func:`agent.hardware.profile_or_reason`'s answer when the caller already has it.
+    :func:`agent.hardware.effective.profile_or_reason`'s answer when the caller already has it.
     ``notifier`` talks to systemd; by default it is taken from ``$NOTIFY_SOCKET`` (and the
     variables are removed from the environment so that child processes cannot notify in our
     name).
@@ -87,7 +88,7 @@ class AgentService:
 
     def __init__(self, settings: Settings, *, voices: VoiceLibrary | None = None,
                  player: AudioPlayer | None = None, notifier: Notifier | None = None,
-                 profile: tuple[Any, str | None] | None = None) -> None:
+                 profile: tuple[EffectiveProfile | None, str | None] | None = None) -> None:
         self.settings = settings
         self.started_at = time.monotonic()
         self.topics = Namespace(settings.mqtt.topic_prefix).device(settings.device_id)
@@ -99,8 +100,9 @@ class AgentService:
         onnxruntime, and the process should leave without running interpreter teardown)."""
         self.notifier = notifier if notifier is not None else Notifier.from_environ(unset=True)
         self.liveness = Liveness(settings.health.stall_s)
-        self.profile: Any
-        """The :class:`agent.hardware.EffectiveProfile` in force, None if it cannot be resolved."""
+        self.profile: EffectiveProfile | None
+        """The :class:`agent.hardware.effective.EffectiveProfile` in force, None if it cannot be
+        resolved."""
         self.profile_error: str | None
         """Why no profile could be resolved (reported in the health report's ``hardware``)."""
         self.profile, self.profile_error = profile or profile_or_reason(settings)

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from agent.voice import streaming
+
+if TYPE_CHECKING:
+    from agent.hardware.profiles import AudioProfile
 
 __all__ = [
     "NAME_PATTERN",
@@ -213,7 +216,7 @@ class AudioSettings(_Section):
         "the producer waits when it is full.",
     )
 
-    def with_profile(self, profile: Any) -> AudioSettings:
+    def with_profile(self, profile: AudioProfile) -> AudioSettings:
         """These settings with a hardware profile's ``[audio]`` section applied.
 
         ``profile`` is ``EffectiveProfile.audio`` (``alsa_device``, ``period_frames``,

@@ -76,14 +76,16 @@ def our_voice(bundle_dir: Path, variant: str, threads: int, *, stream: bool = Tr
     """Our voice as the agent loads it: streaming on with the default windows, its
     optimised-model cache in the bench's cache dir; clause splitting off (Piper has none, and
     the bench's sentences are compared whole)."""
-    from agent.voice.onnx_session import RuntimeOptions
+    from agent.hardware.runtime import RuntimeOptions
+    from agent.voice.options import VoiceOptions
     from agent.voice.voice import Voice
 
     cache = os.environ.get(CACHE_ENV)
     runtime = RuntimeOptions(intra_op_threads=threads,
                              optimized_cache_dir=Path(cache) / "ort" if cache else None)
-    return Voice.load(bundle_dir, variant=variant, phoneme_cache_size=0, runtime=runtime,
-                      **({} if stream else {"stream_first_frames": 0}))
+    return Voice.load(bundle_dir, VoiceOptions(variant=variant, phoneme_cache_size=0,
+                                               runtime=runtime,
+                                               **({} if stream else {"stream_first_frames": 0})))
 
 
 def ours(bundle_dir: Path, variant: str, threads: int, *, noise: bool = True,

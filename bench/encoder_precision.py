@@ -104,9 +104,11 @@ def as_int8_weights(node: Any, weight: np.ndarray) -> tuple[list[Any], Any]:
 
 def gate(fp32: Path, candidate: Path, threads: int) -> dict[str, Any]:
     """The quality gate's measurements (noise 0, held-out sentences) of ``candidate``."""
-    from agent.quantize.recipe import measure_quality, read_sentences, sentence_feeds
+    from agent.hardware.runtime import RuntimeOptions
+    from agent.quantize.gate import measure_quality
+    from agent.quantize.sentences import read_sentences, sentence_feeds
     from agent.text.frontend import Frontend
-    from agent.voice.onnx_session import RuntimeOptions, create_session
+    from agent.voice.onnx_session import create_session
     from agent.voice.voice import VoiceConfig
 
     config = VoiceConfig.from_file(fp32.with_name(fp32.name + ".json"))

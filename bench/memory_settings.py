@@ -35,9 +35,10 @@ def status_mib(field: str) -> float:
 def child(variant: str, setting: str, runs: int) -> None:
     import numpy as np
 
+    from agent.hardware.runtime import RuntimeOptions
     from agent.logs import configure_logging
     from agent.voice.bundle import verify_bundle
-    from agent.voice.onnx_session import RuntimeOptions, create_session
+    from agent.voice.onnx_session import create_session
 
     configure_logging("error")
     extra = dict(SETTINGS[setting])

@@ -6,16 +6,17 @@
 Every row of the README's table is a named :class:`agent.quantize.recipe.Recipe` here
 (:func:`rows`, in the table's order; the last row is :data:`agent.quantize.recipe.DEFAULT_RECIPE`).
 For each recipe the fp32 voice (models/en_US-joe-medium) is quantized into a temporary directory
-with :func:`agent.quantize.recipe.quantize_model`, calibrated on ``bench/corpus/calibration.txt``
-made into model inputs by the voice's own frontend (:func:`agent.quantize.recipe.sentence_feeds`,
-noise scales 0, as ``tts-agent quantize`` does), then judged on ``bench/corpus/heldout.txt``:
+with :func:`agent.quantize.recipe.quantize_model`, calibrated on the shipped calibration sentences
+(``agent/quantize/corpus/calibration.txt``) made into model inputs by the voice's own frontend
+(:func:`agent.quantize.sentences.sentence_feeds`, noise scales 0, as ``tts-agent quantize`` does),
+then judged on the shipped held-out sentences (``agent/quantize/corpus/heldout.txt``):
 
 * speed: fp32 time / int8 time per model input, noise scales 0, both sessions (built by
   :func:`agent.voice.onnx_session.create_session`, ``--threads`` intra-op threads) run interleaved
   input by input, the order alternating; the median over the inputs (and ``--reps`` passes);
 * durations: whether every held-out input gives exactly the fp32 sample count;
 * spectral SNR min and log-mel distance median / max against fp32 (noise 0), as the quality gate
-  measures them (:func:`agent.quantize.recipe.measure_quality`);
+  measures them (:func:`agent.quantize.gate.measure_quality`);
 * word error rate (pocketsphinx, ``bench/compare_piper.py``'s recogniser) of the int8 audio with
   noise scales 0 and with the voice's default noise (onnxruntime's random seed is fixed before
   each noisy session, so reruns hear the same noise); the fp32 figures once, in the header.
@@ -49,8 +50,6 @@ sys.path.insert(0, str(ROOT))
 
 VOICE = "en_US-joe-medium"
 MODEL = ROOT / "models" / VOICE / f"{VOICE}.onnx"
-CALIBRATION = ROOT / "bench" / "corpus" / "calibration.txt"
-HELDOUT = ROOT / "bench" / "corpus" / "heldout.txt"
 NOISE_SEED = 20240607
 """onnxruntime's random seed, set before every session that runs with default noise."""
 
@@ -216,12 +215,10 @@ class Bench:
 
     def evaluate(self, recipe: Any) -> dict[str, Any]:
         """Quantize with ``recipe`` and measure it; ``{"error": ...}`` when that fails."""
-        from agent.quantize.recipe import (
-            CalibrationReader,
-            QuantizeError,
-            measure_quality,
-            quantize_model,
-        )
+        from agent.quantize.errors import QuantizeError
+        from agent.quantize.gate import measure_quality
+        from agent.quantize.recipe import quantize_model
+        from agent.quantize.sentences import CalibrationReader
         from agent.voice.onnx_session import create_session
 
         result: dict[str, Any] = {"recipe": recipe.to_json()}
@@ -309,15 +306,16 @@ def prepare(args: argparse.Namespace, cache_dir: Path) -> tuple[Bench, int]:
     """Model inputs, the fp32 session and the recogniser; and the calibration line count."""
     from compare_piper import Recogniser
 
-    from agent.quantize.recipe import read_sentences, sentence_feeds
+    from agent.hardware.runtime import RuntimeOptions
+    from agent.quantize.sentences import packaged_corpus, read_sentences, sentence_feeds
     from agent.text.frontend import Frontend
-    from agent.voice.onnx_session import RuntimeOptions, create_session
+    from agent.voice.onnx_session import create_session
     from agent.voice.voice import VoiceConfig
 
     config = VoiceConfig.from_file(MODEL.with_name(MODEL.name + ".json"))
     frontend = Frontend(config.espeak_voice, config.phoneme_id_map)
-    calibration = read_sentences(CALIBRATION)[:args.calibration]
-    heldout = read_sentences(HELDOUT)[:args.sentences]
+    calibration = read_sentences(packaged_corpus("calibration"))[:args.calibration]
+    heldout = read_sentences(packaged_corpus("heldout"))[:args.sentences]
     if set(calibration) & set(heldout):
         raise SystemExit("calibration and held-out sentences overlap")
     quiet: Scales = (0.0, config.length_scale, 0.0)  # as build_int8_bundle calibrates and judges

@@ -49,13 +49,15 @@ def lines() -> list[str]:
 
 
 def child_windows(cache: Path, threads: int, setting: str, reps: int) -> dict[str, Any]:
+    from agent.hardware.runtime import RuntimeOptions
     from agent.logs import configure_logging
-    from agent.voice.onnx_session import RuntimeOptions
+    from agent.voice.options import VoiceOptions
     from agent.voice.voice import Voice
 
     configure_logging("error")
-    voice = Voice.load(BUNDLE, variant="int8", phoneme_cache_size=0, **WINDOWS[setting],
-                       runtime=RuntimeOptions(intra_op_threads=threads, optimized_cache_dir=cache))
+    runtime = RuntimeOptions(intra_op_threads=threads, optimized_cache_dir=cache)
+    voice = Voice.load(BUNDLE, VoiceOptions(variant="int8", phoneme_cache_size=0, runtime=runtime,
+                                            **WINDOWS[setting]))
     loaded = status_mib("VmHWM")
     first = []
     for _ in range(5):
@@ -98,16 +100,19 @@ def child_startup(cache: Path, inline_weights: bool, overlap: bool = False) -> d
     configure_logging("error")
     if inline_weights:
         onnx_session._EXTERNAL_MIN_BYTES = 1 << 40  # every weight inside the cached graph
-    runtime = onnx_session.RuntimeOptions(optimized_cache_dir=cache)
+    from agent.hardware.runtime import RuntimeOptions
+    from agent.voice.options import VoiceOptions
+
+    options = VoiceOptions(variant="int8", runtime=RuntimeOptions(optimized_cache_dir=cache))
     mark = time.perf_counter()
     if overlap:  # as shipped: Voice.load hashes while onnxruntime builds the session
-        voice = Voice.load(BUNDLE, variant="int8", runtime=runtime)
+        voice = Voice.load(BUNDLE, options)
         steps["sha256 check + session (together)"] = time.perf_counter() - mark - voice.warmup_s
     else:
         bundle = verify_bundle(BUNDLE, "int8")
         steps["sha256 check"] = time.perf_counter() - mark
         mark = time.perf_counter()
-        voice = Voice(bundle, variant="int8", runtime=runtime)
+        voice = Voice(bundle, options)
         steps["session from the cache"] = time.perf_counter() - mark - voice.warmup_s
     steps["warm-up"] = voice.warmup_s
     return {"steps_s": steps, "rss_imports_mib": rss_imports,

@@ -7,14 +7,17 @@ figures of ``compare_piper.py``, ``daemon_startup.py`` and ``streaming_memory.py
 
 from __future__ import annotations
 
+from importlib.resources import files
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 VOICE = "en_US-joe-medium"
 BUNDLE = ROOT / "models" / VOICE
 CORPUS = ROOT / "bench" / "corpus"
-HELDOUT = CORPUS / "heldout.txt"
-"""The quality gate's held-out sentences (never used for calibration)."""
+"""The bench-only sentence files (``parity.txt``, ``intelligibility.txt``)."""
+HELDOUT = files("agent.quantize").joinpath("corpus", "heldout.txt")
+"""The quality gate's held-out sentences as the package ships them (never used for
+calibration); ``read_lines`` and ``read_sentences`` read it like a path."""
 PARAGRAPH = ("Good afternoon and welcome to the central library. The reading rooms on the "
              "first floor are open until eight. Please return borrowed books at the front desk.")
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from agent.commands import CommandError, add_config_argument, settings_from_args
 
 if TYPE_CHECKING:
-    from agent.hardware import EffectiveProfile
+    from agent.hardware.effective import EffectiveProfile
 
 
 def add_sysroot_argument(parser: argparse.ArgumentParser) -> None:
@@ -39,7 +39,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent.hardware import ProfileError, load_profile, resolve_profile
+    from agent.hardware.effective import resolve_profile
+    from agent.hardware.profiles import ProfileError, load_profile
 
     if args.check:
         return _check(args.check, load_profile, ProfileError)
@@ -82,7 +83,7 @@ def _check(paths: list[Path], load: Any, error: type[Exception]) -> int:
 
 
 def _summary(eff: EffectiveProfile) -> str:
-    rt, hw = eff.runtime, eff.hardware
+    rt, hw = eff.runtime.options, eff.hardware
     lines = [
         f"profile        {eff.name}  ({eff.description})",
         f"file           {eff.source}",
@@ -94,7 +95,7 @@ def _summary(eff: EffectiveProfile) -> str:
         "",
         f"intra_op_threads {rt.intra_op_threads}   inter_op_threads {rt.inter_op_threads}   "
         f"mode {rt.execution_mode}   optimisation {rt.graph_optimization}",
-        f"model_variant    {rt.model_variant}   providers {', '.join(rt.providers)}   "
+        f"model_variant    {eff.runtime.model_variant}   providers {', '.join(rt.providers)}   "
         f"spinning {'on' if rt.allow_spinning else 'off'}   affinity "
         + (",".join(map(str, rt.affinity_cpus)) or "none"),
         f"audio            {eff.audio.alsa_device}  period {eff.audio.period_frames} frames x "

@@ -1,7 +1,8 @@
 """``tts-agent quantize IN.onnx OUT_DIR``: build a voice bundle with an int8 variant next to fp32.
 
 The int8 model is calibrated on phoneme ids our frontend makes of ``--calibration`` sentences and
-must pass the quality gate on ``--heldout`` sentences before anything is written.
+must pass the quality gate on ``--heldout`` sentences before anything is written. Both default to
+the sentence sets shipped in the package (``agent/quantize/corpus/``).
 """
 
 from __future__ import annotations
@@ -13,8 +14,6 @@ from typing import Any
 
 from agent.commands import CommandError, add_config_argument, settings_from_args
 
-CORPUS_DIR = Path(__file__).resolve().parents[2] / "bench" / "corpus"
-"""The source tree's sentence sets (absent in an installed wheel: pass the files then)."""
 GATE_FAILED = 3
 """Exit status when the int8 model was rejected by the quality gate."""
 
@@ -27,10 +26,12 @@ def register(subparsers: Any) -> None:
                         help="the fp32 Piper voice (its .onnx.json beside it)")
     parser.add_argument("out_dir", type=Path, metavar="OUT_DIR",
                         help="bundle directory to write (may be the input's own bundle)")
-    parser.add_argument("--calibration", type=Path, default=CORPUS_DIR / "calibration.txt",
-                        help="sentences to calibrate on, one per line (default: %(default)s)")
-    parser.add_argument("--heldout", type=Path, default=CORPUS_DIR / "heldout.txt",
-                        help="sentences the quality gate compares on (default: %(default)s)")
+    parser.add_argument("--calibration", type=Path, metavar="FILE",
+                        help="sentences to calibrate on, one per line (default: the shipped "
+                             "calibration set)")
+    parser.add_argument("--heldout", type=Path, metavar="FILE",
+                        help="sentences the quality gate compares on (default: the shipped "
+                             "held-out set)")
     parser.add_argument("--threads", type=int, default=1, metavar="N",
                         help="onnxruntime threads for the quality gate, 1-64 (default: 1)")
     parser.add_argument("--version", help="version for the manifest (default: the input's)")
@@ -43,14 +44,10 @@ def register(subparsers: Any) -> None:
 
 
 def run_quantize(args: argparse.Namespace) -> int:
-    from agent.quantize.recipe import (
-        DEFAULT_BOUNDS,
-        QualityBounds,
-        QualityGateError,
-        QuantizeError,
-        build_int8_bundle,
-        read_sentences,
-    )
+    from agent.quantize.errors import QuantizeError
+    from agent.quantize.gate import DEFAULT_BOUNDS, QualityBounds, QualityGateError
+    from agent.quantize.int8_bundle import build_int8_bundle
+    from agent.quantize.sentences import packaged_corpus, read_sentences
 
     settings_from_args(args)  # configures logging
     if not 1 <= args.threads <= 64:
@@ -62,8 +59,8 @@ def run_quantize(args: argparse.Namespace) -> int:
         if args.max_mel_distance is None else args.max_mel_distance,
     )
     try:
-        calibration = read_sentences(args.calibration)
-        heldout = read_sentences(args.heldout)
+        calibration = read_sentences(args.calibration or packaged_corpus("calibration"))
+        heldout = read_sentences(args.heldout or packaged_corpus("heldout"))
         bundle, report = build_int8_bundle(
             args.onnx, args.out_dir, calibration=calibration, heldout=heldout, bounds=bounds,
             version=args.version, source=args.source, threads=args.threads)

@@ -25,7 +25,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent.hardware import profile_or_reason
+    from agent.hardware.effective import profile_or_reason
     from agent.library.voices import VoiceLibrary
     from agent.settings import Settings, load_settings
 

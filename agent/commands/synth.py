@@ -47,7 +47,7 @@ def register(subparsers: Any) -> None:
 
 
 def _voice(settings: Settings, name: str | None) -> Voice:
-    from agent.hardware import profile_or_reason
+    from agent.hardware.effective import profile_or_reason
     from agent.library.voices import VoiceLibrary, VoiceNotFound
     from agent.voice.voice import VoiceLoadError
 

@@ -3,7 +3,7 @@
 Loads the installed voice once per configuration (variant x intra-op threads x pinning), times
 the same text several times, prints a Markdown RTF table and stores the chosen setting as the
 local tune override (``synthesis.tune_file``, default ``<cache.dir>/tune.json``), which
-:func:`agent.hardware.resolve_profile` applies from then on. Runs on the main thread.
+:func:`agent.hardware.effective.resolve_profile` applies from then on. Runs on the main thread.
 """
 
 from __future__ import annotations
@@ -11,16 +11,21 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent.commands import CommandError, add_config_argument, settings_from_args
 from agent.commands.profile import add_sysroot_argument
 
 if TYPE_CHECKING:
-    from agent.hardware import EffectiveProfile, TuneMeasurement
-    from agent.hardware.tuning import TuneConfig, Variant
+    from agent.hardware.effective import EffectiveProfile
+    from agent.hardware.runtime import ModelVariant
+    from agent.hardware.tune_store import TuneMeasurement, TuneOverride
+    from agent.hardware.tuning import TuneConfig
     from agent.settings import Settings
+    from agent.voice.bundle import Bundle
 
 MAX_TUNE_TEXT = 2000
 
@@ -63,7 +68,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent.hardware import ProfileError, resolve_profile
+    from agent.hardware.effective import resolve_profile
+    from agent.hardware.profiles import ProfileError
     from agent.logs import configure_logging
 
     settings = settings_from_args(args, configure_logs=False)
@@ -92,50 +98,25 @@ def _tune(args: argparse.Namespace, settings: Settings, profile: EffectiveProfil
           text: str) -> int:
     import json
 
-    import onnxruntime
-
-    from agent.hardware import TuneOverride, tune_path, write_tune
-    from agent.hardware.tuning import candidate_configs, choose, render_table
-    from agent.library.voices import VoiceLibrary, VoiceNotFound
-    from agent.voice.bundle import BundleError, verify_bundle
+    from agent.hardware.effective import tune_path
+    from agent.hardware.tune_store import write_tune
+    from agent.hardware.tuning import candidate_configs, choose
 
     name = args.voice or settings.models.default_voice
-    try:
-        bundle = verify_bundle(VoiceLibrary(settings).bundle_dir(name))
-    except (VoiceNotFound, BundleError) as exc:
-        raise CommandError(str(exc)) from exc
-    variants: list[Variant] = [v for v in ("fp32", "int8") if v in bundle.variants
-                               and args.variant in ("all", v)]
+    bundle = _bundle(settings, name)
+    variants: list[ModelVariant] = [v for v in ("fp32", "int8") if v in bundle.variants
+                                    and args.variant in ("all", v)]
     if not variants:
         raise CommandError(f"voice {name} has no {args.variant} variant "
                            f"(has: {', '.join(sorted(bundle.variants))})")
-    hw = profile.hardware
     configs = candidate_configs(profile, variants, args.threads)
     if not args.json:
-        print(f"Tuning {bundle.voice} {bundle.version} on {hw.cpu_model or hw.arch} "
-              f"({hw.cpu_budget} usable CPUs), profile {profile.name}, "
-              f"onnxruntime {onnxruntime.__version__}")
-        print(f"{len(configs)} settings x {args.repeats} runs; text: {text[:60]!r}...\n",
-              flush=True)
+        _print_plan(bundle, profile, len(configs), args.repeats, text)
     rows = [_measure(settings, profile, name, config, text=text, repeats=args.repeats,
                      quiet=args.json)
             for config in configs]
     chosen = choose(rows, tolerance=args.tolerance, preferred_variant=profile.runtime.model_variant)
-    tune = TuneOverride(
-        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
-        fingerprint=hw.fingerprint(),
-        hardware=f"{hw.arch}, {hw.cpu_model}, {hw.cpu_budget} usable CPUs"[:500],
-        profile=profile.name,
-        voice=bundle.voice,
-        voice_version=bundle.version,
-        onnxruntime=onnxruntime.__version__,
-        intra_op_threads=chosen.intra_op_threads,
-        inter_op_threads=chosen.inter_op_threads,
-        thread_affinity=chosen.thread_affinity,
-        model_variant=chosen.variant if len(variants) > 1 else None,
-        rtf=chosen.rtf_median,
-        results=rows,
-    )
+    tune = _override(profile, bundle, rows, chosen, several_variants=len(variants) > 1)
     path = tune_path(settings)
     if not args.dry_run:
         try:
@@ -147,6 +128,62 @@ def _tune(args: argparse.Namespace, settings: Settings, profile: EffectiveProfil
         print(json.dumps({**tune.model_dump(), "stored": None if args.dry_run else str(path)},
                          indent=2))
         return 0
+    _print_result(args, rows, chosen, path)
+    _warn_explicit(settings)
+    return 0
+
+
+def _bundle(settings: Settings, name: str) -> Bundle:
+    """The installed voice ``name``, verified."""
+    from agent.library.voices import VoiceLibrary, VoiceNotFound
+    from agent.voice.bundle import BundleError, verify_bundle
+
+    try:
+        return verify_bundle(VoiceLibrary(settings).bundle_dir(name))
+    except (VoiceNotFound, BundleError) as exc:
+        raise CommandError(str(exc)) from exc
+
+
+def _print_plan(bundle: Bundle, profile: EffectiveProfile, settings_count: int, repeats: int,
+                text: str) -> None:
+    import onnxruntime
+
+    hw = profile.hardware
+    print(f"Tuning {bundle.voice} {bundle.version} on {hw.cpu_model or hw.arch} "
+          f"({hw.cpu_budget} usable CPUs), profile {profile.name}, "
+          f"onnxruntime {onnxruntime.__version__}")
+    print(f"{settings_count} settings x {repeats} runs; text: {text[:60]!r}...\n", flush=True)
+
+
+def _override(profile: EffectiveProfile, bundle: Bundle, rows: list[TuneMeasurement],
+              chosen: TuneMeasurement, *, several_variants: bool) -> TuneOverride:
+    """What is stored: the chosen setting, the machine it was measured on, and every row."""
+    import onnxruntime
+
+    from agent.hardware.tune_store import TuneOverride
+
+    hw = profile.hardware
+    return TuneOverride(
+        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        fingerprint=hw.fingerprint(),
+        hardware=f"{hw.arch}, {hw.cpu_model}, {hw.cpu_budget} usable CPUs"[:500],
+        profile=profile.name,
+        voice=bundle.voice,
+        voice_version=bundle.version,
+        onnxruntime=onnxruntime.__version__,
+        intra_op_threads=chosen.intra_op_threads,
+        inter_op_threads=chosen.inter_op_threads,
+        thread_affinity=chosen.thread_affinity,
+        model_variant=chosen.variant if several_variants else None,
+        rtf=chosen.rtf_median,
+        results=rows,
+    )
+
+
+def _print_result(args: argparse.Namespace, rows: list[TuneMeasurement],
+                  chosen: TuneMeasurement, path: Path) -> None:
+    from agent.hardware.tuning import render_table
+
     print(render_table(rows, chosen))
     plural = "s" if chosen.intra_op_threads > 1 else ""
     print(f"\nchosen: {chosen.variant}, {chosen.intra_op_threads} intra-op thread{plural}"
@@ -158,24 +195,23 @@ def _tune(args: argparse.Namespace, settings: Settings, profile: EffectiveProfil
     else:
         print(f"stored in {path}; the agent uses it from its next start "
               "(explicit synthesis.* settings still win)")
-    _warn_explicit(settings)
-    return 0
 
 
 def _measure(settings: Settings, profile: EffectiveProfile, voice_name: str,
              config: TuneConfig, *, text: str, repeats: int, quiet: bool) -> TuneMeasurement:
     from agent.hardware.tuning import measurement, time_synthesis
+    from agent.library.options import voice_options
     from agent.library.voices import VoiceLibrary
-    from agent.voice.onnx_session import RuntimeOptions, pin_current_thread
+    from agent.voice.onnx_session import pin_current_thread
     from agent.voice.voice import SynthesisParams, VoiceLoadError
 
     pinned = config.thread_affinity == "big_cores"
-    runtime = RuntimeOptions.from_profile(
-        profile, intra_op_threads=config.intra_op_threads,
-        affinity_cpus=profile.hardware.big_cpus if pinned else (),
-    )
+    base = voice_options(settings, profile)
+    runtime = replace(base.runtime, intra_op_threads=config.intra_op_threads,
+                      affinity_cpus=profile.hardware.big_cpus if pinned else ())
+    options = replace(base, variant=config.variant, runtime=runtime)
     try:
-        voice = VoiceLibrary(settings, runtime=runtime, variant=config.variant).get(voice_name)
+        voice = VoiceLibrary(settings, options).get(voice_name)
     except VoiceLoadError as exc:
         raise CommandError(f"cannot load {voice_name} ({config.variant}): {exc}") from exc
     params = SynthesisParams(noise_scale=0.0, noise_w=0.0)  # same audio length every run

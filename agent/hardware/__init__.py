@@ -1,61 +1,13 @@
-"""Hardware detection and hardware profiles.
+"""Hardware detection, hardware profiles and the onnxruntime options they resolve to.
 
-``resolve_profile(settings)`` is the entry point: it detects the machine (through one root path,
-``sysroot``), picks the most specific profile from ``firmware_profiles/*.toml``, applies the local
-tune override and explicit settings, and returns an immutable :class:`EffectiveProfile`.
-:meth:`agent.voice.onnx_session.RuntimeOptions.from_profile` turns it into onnxruntime options.
+:func:`agent.hardware.effective.resolve_profile` is the entry point: it detects the machine
+(:mod:`.detect`, through one root path, ``sysroot``), picks the most specific profile from the
+installed ``firmware_profiles/*.toml`` (:mod:`.profiles`, :mod:`.match`), applies the local tune
+override (:mod:`.tune_store`, measured by ``tts-agent tune`` with :mod:`.tuning`) and explicit
+settings, and returns an immutable :class:`~agent.hardware.effective.EffectiveProfile`. Its
+``runtime.options`` is a :class:`~agent.hardware.runtime.RuntimeOptions`, which
+:mod:`agent.voice.onnx_session` turns into an onnxruntime session.
+
+Imports nothing of the agent but its leaves (no voice, no onnxruntime), and this ``__init__``
+stays empty so that importing :mod:`.runtime` loads nothing else.
 """
-
-from agent.hardware.detect import HardwareInfo, detect_hardware
-from agent.hardware.effective import (
-    EffectiveProfile,
-    ResolvedRuntime,
-    profile_or_reason,
-    resolve_profile,
-    tune_path,
-)
-from agent.hardware.profiles import (
-    AudioProfile,
-    MatchResult,
-    Profile,
-    ProfileError,
-    ProfileSet,
-    RuntimeProfile,
-    ThermalProfile,
-    load_profile,
-    load_profiles,
-)
-from agent.hardware.sysroot import format_cpu_list, parse_cpu_list
-from agent.hardware.tune_store import (
-    TuneFileError,
-    TuneMeasurement,
-    TuneOverride,
-    read_tune,
-    write_tune,
-)
-
-__all__ = [
-    "AudioProfile",
-    "EffectiveProfile",
-    "HardwareInfo",
-    "MatchResult",
-    "Profile",
-    "ProfileError",
-    "ProfileSet",
-    "ResolvedRuntime",
-    "RuntimeProfile",
-    "ThermalProfile",
-    "TuneFileError",
-    "TuneMeasurement",
-    "TuneOverride",
-    "detect_hardware",
-    "format_cpu_list",
-    "load_profile",
-    "load_profiles",
-    "parse_cpu_list",
-    "profile_or_reason",
-    "read_tune",
-    "resolve_profile",
-    "tune_path",
-    "write_tune",
-]

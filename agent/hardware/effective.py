@@ -7,7 +7,8 @@ explicit settings. Every value records where it came from (:attr:`EffectiveProfi
 Consumers read plain attributes::
 
     eff = resolve_profile(settings)                 # once, at start-up, on the main thread
-    eff.runtime.intra_op_threads, eff.runtime.model_variant   # synthesis (via RuntimeOptions)
+    eff.runtime.options                             # RuntimeOptions: threads, pinning, providers
+    eff.runtime.model_variant                       # which model file of the voice to load
     eff.audio.alsa_device, eff.audio.period_frames, eff.audio.buffer_periods, eff.audio.queue_max
     eff.thermal.limit_c, eff.thermal.zones          # health
     eff.as_dict()                                   # health report / ``tts-agent profile --json``
@@ -20,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from agent.hardware.detect import HardwareInfo, detect_hardware
 from agent.hardware.profiles import (
@@ -29,40 +30,34 @@ from agent.hardware.profiles import (
     Profile,
     ProfileError,
     ProfileSet,
-    Provider,
     ThermalProfile,
     load_profiles,
 )
+from agent.hardware.runtime import ModelVariant, Provider, RuntimeOptions, ThreadAffinity
 from agent.hardware.sysroot import format_cpu_list
 from agent.hardware.tune_store import TuneFileError, TuneOverride, read_tune
-from agent.voice.onnx_session import RuntimeOptions
 
 if TYPE_CHECKING:
     from agent.settings import Settings
 
-__all__ = ["EffectiveProfile", "ResolvedRuntime", "resolve_profile", "tune_path"]
+__all__ = ["EffectiveProfile", "ResolvedRuntime", "profile_or_reason", "resolve_profile",
+           "tune_path"]
 
 TUNE_FILE_NAME = "tune.json"
 
 
 @dataclass(frozen=True, slots=True)
 class ResolvedRuntime:
-    """Concrete onnxruntime choices (no rules left); turned into options by
-    :meth:`agent.voice.onnx_session.RuntimeOptions.from_profile`."""
+    """Concrete onnxruntime choices (no rules left)."""
 
-    intra_op_threads: int
-    inter_op_threads: int
-    execution_mode: Literal["sequential", "parallel"]
-    graph_optimization: Literal["disable", "basic", "extended", "all"]
-    thread_affinity: Literal["none", "big_cores"]
-    affinity_cpus: tuple[int, ...]
-    """0-based CPU ids the intra-op threads are pinned to; empty = not pinned."""
-    allow_spinning: bool
-    model_variant: Literal["fp32", "int8"]
-    providers: tuple[Provider, ...]
-    """Preference order, already limited to what the hardware has (GPU ones need a GPU)."""
-    require_provider: bool
-    """True when settings named the providers: falling back from the first one is an error."""
+    options: RuntimeOptions
+    """What onnxruntime gets: thread counts, execution mode, graph optimisation, the CPUs the
+    threads are pinned to, spinning, and the providers in preference order (already limited to
+    what the hardware has: GPU ones need a GPU), with ``require_provider`` set when settings
+    named them. The cache fields are unset; the voice library fills them in."""
+    thread_affinity: ThreadAffinity
+    """The pinning rule asked for; ``options.affinity_cpus`` is what it came to here."""
+    model_variant: ModelVariant
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,8 +79,8 @@ class EffectiveProfile:
     """``limit_c`` (deg C) and ``zones`` (thermal zone types to watch)."""
     why: tuple[str, ...]
     origins: Mapping[str, str]
-    """Field (e.g. ``runtime.intra_op_threads``) -> ``profile NAME``, ``tune FILE`` or
-    ``settings KEY``."""
+    """Field (e.g. ``intra_op_threads``, ``audio.period_frames``) -> ``profile NAME``,
+    ``tune FILE`` or ``settings KEY``."""
     tune_file: str
     tune: TuneOverride | None = None
     """The tune override that was applied, if any."""
@@ -93,15 +88,10 @@ class EffectiveProfile:
     """Why no tune override was applied (none stored, other hardware, unreadable)."""
     candidates: tuple[MatchResult, ...] = field(default_factory=tuple)
 
-    def runtime_options(self, **extra: Any) -> RuntimeOptions:
-        """onnxruntime options for this profile; ``extra`` sets non-profile fields (e.g.
-        ``optimized_model_path``)."""
-        return RuntimeOptions.from_profile(self, **extra)
-
     def as_dict(self) -> dict[str, Any]:
         """JSON-able; the top-level keys ``profile``, ``intra_op_num_threads``,
         ``inter_op_num_threads`` and ``model_variant`` are a stable interface."""
-        rt = self.runtime
+        rt = self.runtime.options
         return {
             "profile": self.name,
             "description": self.description,
@@ -109,10 +99,10 @@ class EffectiveProfile:
             "forced": self.forced,
             "intra_op_num_threads": rt.intra_op_threads,
             "inter_op_num_threads": rt.inter_op_threads,
-            "model_variant": rt.model_variant,
+            "model_variant": self.runtime.model_variant,
             "execution_mode": rt.execution_mode,
             "graph_optimization": rt.graph_optimization,
-            "thread_affinity": rt.thread_affinity,
+            "thread_affinity": self.runtime.thread_affinity,
             "affinity_cpus": format_cpu_list(rt.affinity_cpus),
             "allow_spinning": rt.allow_spinning,
             "providers": list(rt.providers),
@@ -121,16 +111,19 @@ class EffectiveProfile:
             "thermal": self.thermal.model_dump(),
             "why": list(self.why),
             "origins": dict(self.origins),
-            "tune": {
-                "file": self.tune_file,
-                "applied": self.tune is not None,
-                "note": self.tune_note,
-                "created_at": self.tune.created_at if self.tune else None,
-                "rtf": self.tune.rtf if self.tune else None,
-                "voice": self.tune.voice if self.tune else None,
-            },
+            "tune": self._tune_dict(),
             "hardware": self.hardware.as_dict(),
             "candidates": [c.as_dict() for c in self.candidates],
+        }
+
+    def _tune_dict(self) -> dict[str, Any]:
+        return {
+            "file": self.tune_file,
+            "applied": self.tune is not None,
+            "note": self.tune_note,
+            "created_at": self.tune.created_at if self.tune else None,
+            "rtf": self.tune.rtf if self.tune else None,
+            "voice": self.tune.voice if self.tune else None,
         }
 
 
@@ -183,7 +176,7 @@ def _rule_threads(profile: Profile, hw: HardwareInfo) -> tuple[int, str]:
     return threads, f"intra_op_threads {threads}: profile rule {how}"
 
 
-def _variant(profile: Profile, hw: HardwareInfo) -> tuple[Literal["fp32", "int8"], str]:
+def _variant(profile: Profile, hw: HardwareInfo) -> tuple[ModelVariant, str]:
     wanted = profile.runtime.model_variant
     if wanted != "auto":
         return wanted, f"model_variant {wanted}: set by the profile"
@@ -324,32 +317,14 @@ def resolve_profile(
             why.append(tune_note)
             tune_note = None
     _apply_settings(values, settings)
-    why += [f"{key} {values[key]}: {where}" for key, where in values.origins.items()
-            if where.startswith("settings ") and "." not in key]
-    affinity, affinity_why = _affinity(values, hw)
-    if affinity_why:
-        why.append(affinity_why)
-    if values["intra_op_threads"] > hw.cpu_budget:
-        why.append(f"warning: {values['intra_op_threads']} intra-op threads but only "
-                   f"{hw.cpu_budget} CPUs usable (oversubscribed)")
+    runtime = _runtime(values, hw, why)
     return EffectiveProfile(
         name=profile.name,
         description=profile.description,
         source=profile.source,
         forced=bool(settings.profile),
         hardware=hw,
-        runtime=ResolvedRuntime(
-            intra_op_threads=values["intra_op_threads"],
-            inter_op_threads=values["inter_op_threads"],
-            execution_mode=values["execution_mode"],
-            graph_optimization=values["graph_optimization"],
-            thread_affinity=values["thread_affinity"],
-            affinity_cpus=affinity,
-            allow_spinning=values["allow_spinning"],
-            model_variant=values["model_variant"],
-            providers=values["providers"],
-            require_provider=values["require_provider"],
-        ),
+        runtime=runtime,
         audio=AudioProfile.model_validate(_section(values, "audio")),
         thermal=ThermalProfile.model_validate(_section(values, "thermal")),
         why=tuple(why),
@@ -359,6 +334,31 @@ def resolve_profile(
         tune_note=tune_note,
         candidates=tuple(library.evaluate(hw)),
     )
+
+
+def _runtime(values: _Values, hw: HardwareInfo, why: list[str]) -> ResolvedRuntime:
+    """The resolved runtime from the merged values; appends to ``why`` what settings chose, the
+    pinning, and a warning when the threads outnumber the usable CPUs."""
+    why += [f"{key} {values[key]}: {where}" for key, where in values.origins.items()
+            if where.startswith("settings ") and "." not in key]
+    affinity, affinity_why = _affinity(values, hw)
+    if affinity_why:
+        why.append(affinity_why)
+    if values["intra_op_threads"] > hw.cpu_budget:
+        why.append(f"warning: {values['intra_op_threads']} intra-op threads but only "
+                   f"{hw.cpu_budget} CPUs usable (oversubscribed)")
+    options = RuntimeOptions(
+        intra_op_threads=values["intra_op_threads"],
+        inter_op_threads=values["inter_op_threads"],
+        execution_mode=values["execution_mode"],
+        graph_optimization=values["graph_optimization"],
+        affinity_cpus=affinity,
+        allow_spinning=values["allow_spinning"],
+        providers=values["providers"],
+        require_provider=values["require_provider"],
+    )
+    return ResolvedRuntime(options=options, thread_affinity=values["thread_affinity"],
+                           model_variant=values["model_variant"])
 
 
 def profile_or_reason(settings: Settings) -> tuple[EffectiveProfile | None, str | None]:

@@ -1,9 +1,10 @@
 """The local tune override: what ``tts-agent tune`` measured as best on this machine.
 
 A small JSON file (default ``<cache.dir>/tune.json``, setting ``synthesis.tune_file``) written
-atomically by ``tts-agent tune`` and read at start-up by :func:`agent.hardware.resolve_profile`.
-It is used only while the hardware fingerprint still matches (an SD card moved to another board,
-or a container given other CPUs, must not inherit a stale thread count).
+atomically by ``tts-agent tune`` and read at start-up by
+:func:`agent.hardware.effective.resolve_profile`. It is used only while the hardware fingerprint
+still matches (an SD card moved to another board, or a container given other CPUs, must not
+inherit a stale thread count).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent.fsutil import atomic_write
+from agent.hardware.runtime import ModelVariant, ThreadAffinity
 
 __all__ = ["TuneFileError", "TuneMeasurement", "TuneOverride", "read_tune", "write_tune"]
 
@@ -33,10 +35,10 @@ class _Strict(BaseModel):
 class TuneMeasurement(_Strict):
     """One row of the tune table."""
 
-    variant: Literal["fp32", "int8"]
+    variant: ModelVariant
     intra_op_threads: int = Field(ge=1, le=256)
     inter_op_threads: int = Field(ge=1, le=64)
-    thread_affinity: Literal["none", "big_cores"]
+    thread_affinity: ThreadAffinity
     rtf_median: float = Field(ge=0, description="Synthesis seconds per second of audio (median).")
     rtf_best: float = Field(ge=0)
     runs: int = Field(ge=1)
@@ -56,8 +58,8 @@ class TuneOverride(_Strict):
     onnxruntime: str = Field(max_length=32)
     intra_op_threads: int = Field(ge=1, le=256)
     inter_op_threads: int = Field(ge=1, le=64)
-    thread_affinity: Literal["none", "big_cores"]
-    model_variant: Literal["fp32", "int8"] | None = Field(
+    thread_affinity: ThreadAffinity
+    model_variant: ModelVariant | None = Field(
         default=None, description="Set only when more than one variant was measured."
     )
     rtf: float = Field(ge=0, description="Median RTF of the chosen setting.")

@@ -11,10 +11,13 @@ import statistics
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING
 
-from agent.hardware.effective import EffectiveProfile
+from agent.hardware.runtime import ModelVariant, ThreadAffinity
 from agent.hardware.tune_store import TuneMeasurement
+
+if TYPE_CHECKING:
+    from agent.hardware.effective import EffectiveProfile
 
 __all__ = [
     "DEFAULT_TUNE_TEXT",
@@ -32,17 +35,14 @@ DEFAULT_TUNE_TEXT = (
     "keep your belongings with you at all times."
 )
 
-Affinity = Literal["none", "big_cores"]
-Variant = Literal["fp32", "int8"]
-
 
 @dataclass(frozen=True, slots=True)
 class TuneConfig:
     """One configuration to measure."""
 
-    variant: Variant
+    variant: ModelVariant
     intra_op_threads: int
-    thread_affinity: Affinity
+    thread_affinity: ThreadAffinity
 
 
 def thread_counts(budget: int, extra: Iterable[int] = ()) -> list[int]:
@@ -58,14 +58,14 @@ def thread_counts(budget: int, extra: Iterable[int] = ()) -> list[int]:
 
 def candidate_configs(
     profile: EffectiveProfile,
-    variants: Sequence[Variant],
+    variants: Sequence[ModelVariant],
     threads: Sequence[int] | None = None,
 ) -> list[TuneConfig]:
     """What to measure: each variant x each thread count; on heterogeneous CPUs also the
     counts that fit on the big cores with the threads pinned there."""
     hw = profile.hardware
     counts = list(threads) if threads else thread_counts(
-        hw.cpu_budget, [profile.runtime.intra_op_threads])
+        hw.cpu_budget, [profile.runtime.options.intra_op_threads])
     configs: list[TuneConfig] = []
     for variant in variants:
         for n in counts:
@@ -110,7 +110,7 @@ def choose(
     rows: Sequence[TuneMeasurement],
     *,
     tolerance: float = 0.05,
-    preferred_variant: Variant | None = None,
+    preferred_variant: ModelVariant | None = None,
 ) -> TuneMeasurement:
     """The setting to keep: the fewest threads whose median RTF is within ``tolerance`` of the
     fastest (fewer busy cores leave room for audio and MQTT and run cooler); among equals the

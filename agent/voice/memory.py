@@ -1,8 +1,8 @@
 """Give freed heap memory back to the system after a model is swapped out.
 
-An onnxruntime session of a 60 MB voice leaves hundreds of MiB of freed-but-retained pages in
-glibc's malloc arenas when it is destroyed; without trimming, resident memory climbs by about
-that much on every reload until it plateaus (measured by ``bench/model_reload.py``).
+An onnxruntime session of a voice leaves freed-but-retained pages in glibc's malloc arenas when
+it is destroyed, several times the model's size; without trimming, resident memory climbs by
+about that much on every reload until it plateaus (``bench/model_reload.py`` measures it).
 ``malloc_trim(0)`` returns them. On a C library without it (musl) this is a no-op.
 """
 

@@ -1,9 +1,9 @@
 """The one place that turns runtime choices into onnxruntime session options and providers.
 
 Nothing else in the code base creates ``SessionOptions`` or picks execution providers. The
-hardware profile decides (:func:`agent.hardware.resolve_profile`),
-:meth:`RuntimeOptions.from_profile` carries the decision here, and :func:`create_session`
-applies it:
+hardware profile decides (:func:`agent.hardware.effective.resolve_profile`), its
+:class:`~agent.hardware.runtime.RuntimeOptions` carry the decision here, and
+:func:`create_session` applies it:
 
 * intra-/inter-op thread counts, execution mode, graph optimisation level;
 * thread affinity: intra-op worker threads pinned to the big cores
@@ -25,19 +25,16 @@ import os
 import platform
 import secrets
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
 
+from agent.hardware.runtime import GraphOptimization, Provider, RuntimeOptions
 from agent.logs import get_logger
-
-if TYPE_CHECKING:
-    from agent.hardware.effective import EffectiveProfile
 
 __all__ = [
     "ORT_PROVIDER_NAMES",
     "ProviderError",
-    "RuntimeOptions",
     "build_session_options",
     "create_session",
     "pin_current_thread",
@@ -46,13 +43,12 @@ __all__ = [
 
 log = get_logger(__name__)
 
-Provider = Literal["tensorrt", "cuda", "cpu"]
-ORT_PROVIDER_NAMES: dict[str, str] = {
+ORT_PROVIDER_NAMES: dict[Provider, str] = {
     "tensorrt": "TensorrtExecutionProvider",
     "cuda": "CUDAExecutionProvider",
     "cpu": "CPUExecutionProvider",
 }
-_OPT_LEVELS = {
+_OPT_LEVELS: dict[GraphOptimization, str] = {
     "disable": "ORT_DISABLE_ALL",
     "basic": "ORT_ENABLE_BASIC",
     "extended": "ORT_ENABLE_EXTENDED",
@@ -62,89 +58,6 @@ _OPT_LEVELS = {
 
 class ProviderError(RuntimeError):
     """A required execution provider is not available or onnxruntime fell back from it."""
-
-
-@dataclass(frozen=True, slots=True)
-class RuntimeOptions:
-    """What the hardware profile (or an explicit setting) decided for onnxruntime.
-
-    The defaults (1 thread, CPU) are safe anywhere; real deployments use :meth:`from_profile`.
-    """
-
-    intra_op_threads: int = 1
-    inter_op_threads: int = 1
-    execution_mode: Literal["sequential", "parallel"] = "sequential"
-    graph_optimization: Literal["disable", "basic", "extended", "all"] = "all"
-    affinity_cpus: tuple[int, ...] = ()
-    """0-based CPU ids the intra-op worker threads are pinned to; empty = not pinned."""
-    allow_spinning: bool = True
-    providers: tuple[Provider, ...] = ("cpu",)
-    """Preference order; unavailable GPU providers are skipped (with a warning)."""
-    require_provider: bool = False
-    """Fail instead of falling back when the first provider cannot be used."""
-    optimized_model_path: Path | None = None
-    """Where onnxruntime saves the optimised graph (``optimized_model_filepath``)."""
-    optimized_cache_dir: Path | None = None
-    """Directory of the optimised-model cache (see :func:`create_session`); None = off."""
-    enable_cpu_mem_arena: bool = True
-    enable_mem_pattern: bool = True
-    gpu_cache_dir: Path | None = None
-    """TensorRT engine cache directory (TensorRT only)."""
-    config_entries: tuple[tuple[str, str], ...] = field(default=())
-    """Further ``session.*`` config entries, applied last (for experiments and benchmarks)."""
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.intra_op_threads <= 256:
-            raise ValueError(f"intra_op_threads {self.intra_op_threads} not in 1..256")
-        if not 1 <= self.inter_op_threads <= 64:
-            raise ValueError(f"inter_op_threads {self.inter_op_threads} not in 1..64")
-        if any(c < 0 or c >= 4096 for c in self.affinity_cpus):
-            raise ValueError(f"affinity CPUs {self.affinity_cpus} out of range")
-        unknown = [p for p in self.providers if p not in ORT_PROVIDER_NAMES]
-        if not self.providers or unknown:
-            raise ValueError(f"providers {list(self.providers)} must be from "
-                             f"{sorted(ORT_PROVIDER_NAMES)}")
-
-    @classmethod
-    def from_profile(cls, profile: EffectiveProfile, **extra: Any) -> RuntimeOptions:
-        """The options an effective hardware profile asks for; ``extra`` overrides any field."""
-        rt = profile.runtime
-        options = cls(
-            intra_op_threads=rt.intra_op_threads,
-            inter_op_threads=rt.inter_op_threads,
-            execution_mode=rt.execution_mode,
-            graph_optimization=rt.graph_optimization,
-            affinity_cpus=rt.affinity_cpus,
-            allow_spinning=rt.allow_spinning,
-            providers=rt.providers,
-            require_provider=rt.require_provider,
-        )
-        return replace(options, **extra) if extra else options
-
-    def affinity_string(self) -> str | None:
-        """The ``session.intra_op_thread_affinities`` value, or None when not pinned.
-
-        One entry per worker thread (``intra_op_threads - 1``; the calling thread is the other
-        one), each the whole pinned set in onnxruntime's 1-based numbering, e.g. ``"5-8;5-8;5-8"``
-        for 4 threads on CPUs 4-7: the scheduler may move a worker between big cores but never
-        onto a little one.
-        """
-        if not self.affinity_cpus or self.intra_op_threads < 2:
-            return None
-        cpus = ",".join(str(c + 1) for c in sorted(set(self.affinity_cpus)))
-        return ";".join([cpus] * (self.intra_op_threads - 1))
-
-    def describe(self) -> dict[str, Any]:
-        """JSON-able summary for logs and health."""
-        return {
-            "intra_op_threads": self.intra_op_threads,
-            "inter_op_threads": self.inter_op_threads,
-            "execution_mode": self.execution_mode,
-            "graph_optimization": self.graph_optimization,
-            "affinity_cpus": list(self.affinity_cpus),
-            "allow_spinning": self.allow_spinning,
-            "providers": list(self.providers),
-        }
 
 
 def build_session_options(runtime: RuntimeOptions) -> Any:
@@ -269,9 +182,9 @@ _CACHE_KEEP = 8
 """Optimised models kept in the cache (the newest); older ones are deleted."""
 _EXTERNAL_MIN_BYTES = 1024
 """Cached graphs keep their weights (initializers of at least this size) in a data file next to
-them: onnxruntime then parses a small graph and reads the weights straight from that file
-(``bench/streaming_memory.py``: session 133 instead of 183 ms for en_US-joe-medium int8, 15 MiB
-less at load). Each write gets a data file of its own (``<key>-<token>.data``, named inside the
+them: onnxruntime then parses a small graph and reads the weights straight from that file, which
+builds the session faster and with less memory (``bench/streaming_memory.py`` measures both).
+Each write gets a data file of its own (``<key>-<token>.data``, named inside the
 graph), so a file another process is reading is never rewritten; a newer entry's publication
 deletes the older ones."""
 

@@ -16,10 +16,11 @@ from typing import Any
 
 import numpy as np
 
+from agent.hardware.runtime import RuntimeOptions
 from agent.logs import get_logger
 from agent.voice.bundle import BundleError
 from agent.voice.memory import trim_heap
-from agent.voice.onnx_session import RuntimeOptions, build_session_options, create_session
+from agent.voice.onnx_session import build_session_options, create_session
 from agent.voice.split import DECODE_INPUT, LATENT_INPUT, DecoderGraph, SplitError, split_model
 from agent.voice.streaming import exact_pad
 

@@ -16,8 +16,8 @@ int8 graph alike; "latent" below means that tensor. The two halves become the br
 :data:`DECODE_INPUT`; false runs the front (output: the latent), true runs the rest of the
 decoder on :data:`LATENT_INPUT` (output: the audio). Only the chosen branch runs. One session,
 not two, so the halves share one thread pool and one memory arena: two sessions used one after
-the other each keep their own pool spinning, and on a 2-core board they fight (measured: 81 ms
-per sentence with two sessions against 46 ms with one).
+the other each keep their own pool spinning, and on a 2-core board they fight, so two sessions
+are much slower per sentence than one.
 """
 
 from __future__ import annotations
@@ -77,9 +77,9 @@ def split_model(model_path: Path, measure: Measure | None = None) -> bytes:
         node.input[:] = [LATENT_INPUT if name == latent else name for name in node.input]
     out = graph.output[0].name
     # Where the weights live, by measurement on en_US-joe-medium: onnxruntime keeps a branch's
-    # own initializers twice (all in the branches: +53 MiB), and only optimises the int8
-    # decoder fully when its weights are its own (all in the outer graph: 14 % slower). So the
-    # decoder's weights go into its branch (2 MiB) and everything else stays outside.
+    # own initializers twice (all in the branches costs memory), and only optimises the int8
+    # decoder fully when its weights are its own (all in the outer graph is slower). So the
+    # decoder's weights (a small part) go into its branch and everything else stays outside.
     front_names = {w.name for w in front_weights}
     own = [w for w in decoder_weights if w.name not in front_names]
     own_names = {w.name for w in own}

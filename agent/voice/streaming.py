@@ -50,9 +50,9 @@ GROWTH = 8
 """Largest automatic growth of later windows (see :func:`auto_growth`)."""
 MAX_WINDOW_FRAMES = 64
 """Default longest window (0.74 s at 22.05 kHz). It bounds the decoder's working memory, and
-costs nothing: on en_US-joe-medium int8, 64-frame windows are as fast as 400-frame ones or
-faster (smaller working sets) and keep the peak RSS at ~152 instead of ~208 MiB
-(``bench/streaming_memory.py``)."""
+costs nothing: on en_US-joe-medium int8, 64-frame windows are as fast as much longer ones or
+faster (smaller working sets) and keep the peak RSS lower (``bench/streaming_memory.py``
+measures both)."""
 MAX_PAD = 64
 """Most latent frames of context searched for on each side of a window."""
 MIN_REFERENCE_PEAK = 0.25

@@ -6,6 +6,8 @@ that a Piper voice streams a request's first sentence in decoder windows (see
 :mod:`agent.voice.streaming`), so its first part plays while the rest is decoded. The model is
 warmed up at load (one short inference), so the first real request does not pay for
 onnxruntime's lazy initialisation, and a model that produces silence or NaNs is refused.
+
+``Voice.load(bundle_dir, options)`` takes one :class:`agent.voice.options.VoiceOptions`.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -26,8 +27,8 @@ from agent.logs import get_logger
 from agent.text.frontend import Frontend, Sentence
 from agent.voice import streaming
 from agent.voice.bundle import Bundle, BundleError, check_sha256, read_bundle
-from agent.voice.onnx_session import RuntimeOptions
-from agent.voice.sessions import open_session
+from agent.voice.options import VoiceOptions
+from agent.voice.sessions import VoiceSession, open_session
 from agent.voice.streaming import StreamGain, WindowPlan, peak_normalize
 
 __all__ = ["SynthesisParams", "Voice", "VoiceConfig", "VoiceLoadError", "model_feeds"]
@@ -105,29 +106,17 @@ class VoiceConfig:
 class Voice:
     """One voice variant, loaded and warm. Thread-safe: ``synthesize`` may run concurrently."""
 
-    def __init__(
-        self,
-        bundle: Bundle,
-        *,
-        variant: str = "fp32",
-        runtime: RuntimeOptions | None = None,
-        max_chars: int = 5000,
-        phoneme_cache_size: int = 1024,
-        sentence_silence_s: float = 0.0,
-        max_clause_phonemes: int = 0,
-        stream_first_frames: int = streaming.FIRST_FRAMES,
-        stream_growth: int | None = None,
-        stream_max_window_frames: int = streaming.MAX_WINDOW_FRAMES,
-        verified: Callable[[], object] | None = None,
-    ) -> None:
+    def __init__(self, bundle: Bundle, options: VoiceOptions | None = None, *,
+                 verified: Callable[[], object] | None = None) -> None:
         """``verified``, when given, returns once ``bundle``'s files match their sha256 and
         raises :class:`BundleError` otherwise (see :meth:`load`); it is called before the model
         file is read and before the first inference. Without it, ``bundle`` must be verified."""
         started = time.monotonic()
+        self.options = options = options or VoiceOptions()
         self.bundle = bundle
         self.name = bundle.voice
         self.version = bundle.version
-        self.variant = variant
+        self.variant = options.variant
         self.config = VoiceConfig.from_file(bundle.config_path)
         if self.config.sample_rate != bundle.sample_rate:
             raise VoiceLoadError(
@@ -135,41 +124,26 @@ class Voice:
                 f"manifest says {bundle.sample_rate} Hz"
             )
         self.sample_rate = self.config.sample_rate
-        self.sentence_silence_s = sentence_silence_s
-        self.max_clause_phonemes = max_clause_phonemes
+        self.sentence_silence_s = options.sentence_silence_s
+        self.max_clause_phonemes = options.max_clause_phonemes
         self.frontend = Frontend(self.config.espeak_voice, self.config.phoneme_id_map,
-                                 max_chars=max_chars, cache_size=phoneme_cache_size)
-        model_path = bundle.model_path(variant)
-        verify: Callable[[], object] = verified or (lambda: None)
-        try:
-            self.engine = open_session(model_path, runtime or RuntimeOptions(),
-                                       bundle.sha256.get(model_path.name),
-                                       split=stream_first_frames > 0, before_reading=verify)
-        except BundleError:
-            raise
-        except Exception as exc:  # onnxruntime raises its own exception types
-            raise VoiceLoadError(f"{model_path}: onnxruntime cannot load it: {exc}") from exc
-        verify()  # a session from the optimised-model cache never read the model file
+                                 max_chars=options.max_chars, cache_size=options.phoneme_cache_size)
+        self.engine = self._open_engine(verified or (lambda: None))
         self.session, self.provider = self.engine.session, self.engine.provider
         self._check_signature()
         self.window_plan: WindowPlan | None = None
         """How sentences are cut into windows; None = every sentence is decoded whole (so is
         the warm-up: the plan's growth follows the speed it shows)."""
         self.warmup_s = self._warm_up()
-        if self.engine.pad is not None and self.engine.hop > 0 and stream_first_frames > 0:
-            per_frame = streaming.FRAME_SAMPLES / self.engine.hop  # settings' frames -> cut's
-            self.window_plan = WindowPlan(
-                math.ceil(stream_first_frames * per_frame),
-                stream_growth or streaming.auto_growth(self.warmup_s, self.warmup_audio_s),
-                math.ceil(stream_max_window_frames * per_frame), self.engine.pad)
+        self.window_plan = self._plan_windows()
         self.load_s = time.monotonic() - started
         self.loaded_at = time.time()
-        log.info("voice_loaded", voice=self.name, version=self.version, variant=variant,
+        log.info("voice_loaded", voice=self.name, version=self.version, variant=self.variant,
                  provider=self.provider, load_s=round(self.load_s, 3),
                  warmup_s=round(self.warmup_s, 3), streaming=self.streaming)
 
     @classmethod
-    def load(cls, bundle_dir: Path, **kwargs: Any) -> Voice:
+    def load(cls, bundle_dir: Path, options: VoiceOptions | None = None) -> Voice:
         """Load the bundle in ``bundle_dir``, verified against its manifest.
 
         The files are hashed on a helper thread while onnxruntime builds the session from the
@@ -177,13 +151,43 @@ class Voice:
         start-up path); the model file itself is read only after it matched, and nothing runs
         before the hashes did.
         """
+        options = options or VoiceOptions()
         try:
-            bundle = read_bundle(bundle_dir, kwargs.get("variant", "fp32"))
+            bundle = read_bundle(bundle_dir, options.variant)
             with ThreadPoolExecutor(1, thread_name_prefix="sha256") as pool:
                 hashing = pool.submit(check_sha256, bundle)
-                return cls(bundle, verified=hashing.result, **kwargs)
+                return cls(bundle, options, verified=hashing.result)
         except BundleError as exc:
             raise VoiceLoadError(str(exc)) from exc
+
+    def _open_engine(self, verify: Callable[[], object]) -> VoiceSession:
+        """The onnxruntime session of the chosen model (switchable when the voice streams);
+        ``verify`` runs before the model file is read and once more after the session exists
+        (a session from the optimised-model cache never read the model file)."""
+        model_path = self.bundle.model_path(self.variant)
+        try:
+            engine = open_session(model_path, self.options.runtime,
+                                  self.bundle.sha256.get(model_path.name),
+                                  split=self.options.stream_first_frames > 0,
+                                  before_reading=verify)
+        except BundleError:
+            raise
+        except Exception as exc:  # onnxruntime raises its own exception types
+            raise VoiceLoadError(f"{model_path}: onnxruntime cannot load it: {exc}") from exc
+        verify()
+        return engine
+
+    def _plan_windows(self) -> WindowPlan | None:
+        """The window plan for a streaming voice (after the warm-up: automatic growth follows
+        its speed), or None when the voice decodes whole."""
+        options, engine = self.options, self.engine
+        if engine.pad is None or engine.hop <= 0 or options.stream_first_frames <= 0:
+            return None
+        per_frame = streaming.FRAME_SAMPLES / engine.hop  # settings' frames -> cut's
+        return WindowPlan(
+            math.ceil(options.stream_first_frames * per_frame),
+            options.stream_growth or streaming.auto_growth(self.warmup_s, self.warmup_audio_s),
+            math.ceil(options.stream_max_window_frames * per_frame), engine.pad)
 
     @property
     def sha256(self) -> str:

@@ -8,9 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from agent.hardware.runtime import RuntimeOptions
 from agent.logs import configure_logging
 from agent.voice.bundle import verify_bundle
-from agent.voice.onnx_session import RuntimeOptions, create_session
+from agent.voice.onnx_session import create_session
 
 
 def run(session: object, n: int = 12) -> np.ndarray:

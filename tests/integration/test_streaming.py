@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent.voice.onnx_session import RuntimeOptions
+from agent.hardware.runtime import RuntimeOptions
+from agent.voice.options import VoiceOptions
 from agent.voice.split import DECODE_INPUT, LATENT_INPUT, DecoderGraph, SplitError, split_model
 from agent.voice.streaming import MIN_REFERENCE_PEAK, StreamGain, WindowPlan, auto_growth, exact_pad
 from agent.voice.voice import SynthesisParams, Voice
@@ -71,17 +72,18 @@ def test_automatic_growth_follows_the_boards_speed() -> None:
 
 
 def test_real_voice_growth_is_measured_at_load(real_voice_dir: Path, tmp_path: Path) -> None:
-    voice = Voice.load(real_voice_dir, variant="int8",
-                       runtime=RuntimeOptions(optimized_cache_dir=tmp_path / "ort"))
+    voice = Voice.load(real_voice_dir, VoiceOptions(
+        variant="int8", runtime=RuntimeOptions(optimized_cache_dir=tmp_path / "ort")))
     assert voice.window_plan is not None
     assert voice.window_plan.growth == auto_growth(voice.warmup_s, voice.warmup_audio_s)
-    fixed = Voice.load(real_voice_dir, variant="int8", stream_growth=3,
-                       runtime=RuntimeOptions(optimized_cache_dir=tmp_path / "ort"))
+    fixed = Voice.load(real_voice_dir, VoiceOptions(
+        variant="int8", stream_growth=3,
+        runtime=RuntimeOptions(optimized_cache_dir=tmp_path / "ort")))
     assert fixed.window_plan is not None and fixed.window_plan.growth == 3
     assert fixed.chunking == voice.chunking  # growth only moves later cuts: same cache key
     assert fixed.streaming == {"first_window_s": 0.4644, "growth": 3, "max_window_s": 0.743,
                                "context_s": 0.0116}
-    assert Voice.load(real_voice_dir, stream_first_frames=0).streaming is None
+    assert Voice.load(real_voice_dir, VoiceOptions(stream_first_frames=0)).streaming is None
 
 
 def test_growth_keeps_later_windows_short_enough_to_be_ready_in_time() -> None:
@@ -202,7 +204,8 @@ def test_a_graph_without_a_piper_decoder_is_not_split(tiny_voice_dir: Path) -> N
 
     with pytest.raises(SplitError, match="conv_pre"):
         split_model(tiny_voice_dir / f"{make_tiny_voice.VOICE}.onnx")
-    voice = Voice.load(tiny_voice_dir, stream_first_frames=8)  # loads whole, does not stream
+    # loads whole, does not stream
+    voice = Voice.load(tiny_voice_dir, VoiceOptions(stream_first_frames=8))
     assert voice.window_plan is None and not voice.engine.split
     assert len(list(voice.synthesize("A first sentence that is long enough."))) == 1
 
@@ -213,8 +216,8 @@ def test_a_voice_whose_switchable_graph_fails_still_loads_whole(
         raise RuntimeError("onnx could not rewrite this graph")
 
     monkeypatch.setattr("agent.voice.sessions.split_model", broken)
-    voice = Voice.load(conv_bundle, stream_first_frames=8,
-                       runtime=RuntimeOptions(optimized_cache_dir=tmp_path / "ort"))
+    voice = Voice.load(conv_bundle, VoiceOptions(
+        stream_first_frames=8, runtime=RuntimeOptions(optimized_cache_dir=tmp_path / "ort")))
     assert voice.window_plan is None and not voice.engine.split
     chunks = list(voice.synthesize("Tickets are sold at the green machines.", QUIET))
     assert len(chunks) == 1 and chunks[0].frames > 0
@@ -224,9 +227,11 @@ def _streamed_and_whole(bundle: Path, variant: str, cache: Path,
                         text: str) -> tuple[list[int], np.ndarray, np.ndarray, Voice]:
     runtime = RuntimeOptions(optimized_cache_dir=cache)
     # Settings count 256-sample frames; this voice's latent frames are 32 samples: 8 and 16 of them.
-    streamed = Voice.load(bundle, variant=variant, runtime=runtime, stream_first_frames=1,
-                          stream_growth=2, stream_max_window_frames=2)
-    whole = Voice.load(bundle, variant=variant, runtime=runtime, stream_first_frames=0)
+    streamed = Voice.load(bundle, VoiceOptions(variant=variant, runtime=runtime,
+                                               stream_first_frames=1, stream_growth=2,
+                                               stream_max_window_frames=2))
+    whole = Voice.load(bundle, VoiceOptions(variant=variant, runtime=runtime,
+                                            stream_first_frames=0))
     chunks = list(streamed.synthesize(text, QUIET))
     a = np.concatenate([c.samples().reshape(-1) for c in chunks]).astype(np.int32)
     b = np.concatenate([c.samples().reshape(-1) for c in whole.synthesize(text, QUIET)])
@@ -237,7 +242,7 @@ def _streamed_and_whole(bundle: Path, variant: str, cache: Path,
 def test_streamed_voice_speaks_the_same_audio_in_more_chunks(conv_bundle: Path, tmp_path: Path,
                                                             variant: str) -> None:
     if variant == "int8":
-        from agent.quantize.recipe import build_int8_bundle
+        from agent.quantize.int8_bundle import build_int8_bundle
 
         build_int8_bundle(conv_bundle / f"{quant_voice.VOICE}.onnx", conv_bundle,
                           calibration=["Welcome aboard the evening service.",
@@ -267,30 +272,31 @@ def test_streamed_voice_speaks_the_same_audio_in_more_chunks(conv_bundle: Path, 
 def test_later_loads_take_the_switchable_graph_from_the_cache(conv_bundle: Path, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     runtime = RuntimeOptions(optimized_cache_dir=tmp_path / "ort")
-    first = Voice.load(conv_bundle, runtime=runtime, stream_first_frames=1)
+    first = Voice.load(conv_bundle, VoiceOptions(runtime=runtime, stream_first_frames=1))
     assert len(list((tmp_path / "ort").glob("*.onnx"))) == 1  # the switchable graph
 
     def no_split(_: Path) -> None:
         raise AssertionError("split again although both halves are cached")
 
     monkeypatch.setattr("agent.voice.sessions.split_model", no_split)
-    again = Voice.load(conv_bundle, runtime=runtime, stream_first_frames=1)
+    again = Voice.load(conv_bundle, VoiceOptions(runtime=runtime, stream_first_frames=1))
     assert again.window_plan == first.window_plan and again.engine.hop == first.engine.hop
     text = "Tickets are sold at the green machines near the main entrance."
     assert [c.audio for c in again.synthesize(text, QUIET)] == \
         [c.audio for c in first.synthesize(text, QUIET)]
     shutil.rmtree(tmp_path / "ort")
     monkeypatch.undo()
-    assert Voice.load(conv_bundle, runtime=runtime, stream_first_frames=1).window_plan == \
-        first.window_plan  # a lost cache is rebuilt
+    rebuilt = Voice.load(conv_bundle, VoiceOptions(runtime=runtime, stream_first_frames=1))
+    assert rebuilt.window_plan == first.window_plan  # a lost cache is rebuilt
 
 
 def test_real_voice_streams_its_first_sentence_exactly(real_voice_dir: Path,
                                                        tmp_path: Path) -> None:
     runtime = RuntimeOptions(optimized_cache_dir=tmp_path / "ort")
-    streamed = Voice.load(real_voice_dir, variant="int8", runtime=runtime, stream_first_frames=40,
-                          stream_growth=8)
-    whole = Voice.load(real_voice_dir, variant="int8", runtime=runtime, stream_first_frames=0)
+    streamed = Voice.load(real_voice_dir, VoiceOptions(variant="int8", runtime=runtime,
+                                                       stream_first_frames=40, stream_growth=8))
+    whole = Voice.load(real_voice_dir, VoiceOptions(variant="int8", runtime=runtime,
+                                                    stream_first_frames=0))
     assert streamed.window_plan is not None
     # cut before the decoder's second upsampler: frames of 32 samples, 8 of them as context
     assert streamed.window_plan.pad == 8 and streamed.engine.hop == 32
@@ -317,8 +323,9 @@ def test_later_long_sentences_come_in_windows_without_a_short_first_one(
         conv_bundle: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from agent.voice.sessions import VoiceSession
 
-    voice = Voice.load(conv_bundle, runtime=RuntimeOptions(optimized_cache_dir=tmp_path / "ort"),
-                       stream_first_frames=1, stream_growth=100, stream_max_window_frames=2)
+    voice = Voice.load(conv_bundle, VoiceOptions(
+        runtime=RuntimeOptions(optimized_cache_dir=tmp_path / "ort"),
+        stream_first_frames=1, stream_growth=100, stream_max_window_frames=2))
     sentences = voice.sentences("Yes. Tickets are sold at the green machines near the main "
                                 "entrance of the station.")
     frames = [len(voice.frontend.ids(s)) for s in sentences]  # one latent frame per id here

@@ -5,15 +5,15 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 
+from agent.hardware.runtime import RuntimeOptions
 from agent.library.voices import VoiceLibrary, VoiceNotFound
 from agent.settings import Settings
 from agent.text.frontend import TextError
-from agent.voice.onnx_session import RuntimeOptions
+from agent.voice.options import VoiceOptions
 from agent.voice.voice import SynthesisParams, Voice, VoiceLoadError
 from tests.support import make_tiny_voice
 
@@ -48,7 +48,7 @@ def test_synthesis_is_lazy(tiny_voice_dir: Path) -> None:
 
 
 def test_text_errors_before_any_audio(tiny_voice_dir: Path) -> None:
-    voice = Voice.load(tiny_voice_dir, max_chars=20)
+    voice = Voice.load(tiny_voice_dir, VoiceOptions(max_chars=20))
     with pytest.raises(TextError, match="empty"):
         voice.synthesize(" \t\x00 ")
     with pytest.raises(TextError, match="longer than 20"):
@@ -57,7 +57,7 @@ def test_text_errors_before_any_audio(tiny_voice_dir: Path) -> None:
 
 def test_sentence_silence_is_appended(tiny_voice_dir: Path) -> None:
     plain = Voice.load(tiny_voice_dir)
-    padded = Voice.load(tiny_voice_dir, sentence_silence_s=0.25)
+    padded = Voice.load(tiny_voice_dir, VoiceOptions(sentence_silence_s=0.25))
     a = next(plain.synthesize("Hello."))
     b = next(padded.synthesize("Hello."))
     assert b.frames - a.frames == 4000
@@ -102,7 +102,7 @@ def test_library_picks_voices_by_name(tiny_voice_dir: Path) -> None:
 
 @pytest.mark.voice
 def test_real_voice_speaks_a_sentence(real_voice_dir: Path) -> None:
-    voice = Voice.load(real_voice_dir, stream_growth=8)
+    voice = Voice.load(real_voice_dir, VoiceOptions(stream_growth=8))
     assert voice.sample_rate == 22050
     params = SynthesisParams(noise_scale=0.0, noise_w=0.0)
     chunks = list(voice.synthesize("Welcome to the station.", params))
@@ -113,7 +113,7 @@ def test_real_voice_speaks_a_sentence(real_voice_dir: Path) -> None:
     assert np.sqrt(np.mean(samples**2)) > 0.02  # speech energy, not silence
     again = list(voice.synthesize("Welcome to the station.", params))
     assert [c.audio for c in again] == [c.audio for c in chunks]  # noise off: deterministic
-    whole = Voice.load(real_voice_dir, stream_first_frames=0)
+    whole = Voice.load(real_voice_dir, VoiceOptions(stream_first_frames=0))
     (one,) = whole.synthesize("Welcome to the station.", params)
     assert one.frames == len(samples)
 
@@ -162,7 +162,7 @@ def test_model_is_hashed_before_onnxruntime_reads_it(tiny_voice_dir: Path,
     same_size_garbage(tiny_voice_dir / "tiny-test.onnx")
     runtime = RuntimeOptions(optimized_cache_dir=tmp_path / "ort")
     with pytest.raises(VoiceLoadError, match="sha256 does not match") as refused:
-        Voice.load(tiny_voice_dir, runtime=runtime)
+        Voice.load(tiny_voice_dir, VoiceOptions(runtime=runtime))
     assert "onnxruntime" not in str(refused.value)
     assert not list((tmp_path / "ort").glob("*.onnx"))
 
@@ -174,10 +174,10 @@ def test_cached_session_is_not_used_for_a_damaged_model(real_voice_dir: Path, tm
     """With the cache warm, the session never reads the model file; the hash still decides."""
     bundle = tmp_path / "voice"
     shutil.copytree(real_voice_dir, bundle)
-    options: dict[str, Any] = {"variant": "int8", "phoneme_cache_size": 0,
-                               "runtime": RuntimeOptions(optimized_cache_dir=tmp_path / "ort"),
-                               **({} if streaming else {"stream_first_frames": 0})}
-    assert (Voice.load(bundle, **options).streaming is not None) == streaming
+    options = VoiceOptions(variant="int8", phoneme_cache_size=0,
+                           runtime=RuntimeOptions(optimized_cache_dir=tmp_path / "ort"),
+                           **({} if streaming else {"stream_first_frames": 0}))
+    assert (Voice.load(bundle, options).streaming is not None) == streaming
     same_size_garbage(bundle / "en_US-joe-medium.int8.onnx")
     with pytest.raises(VoiceLoadError, match="sha256 does not match"):
-        Voice.load(bundle, **options)
+        Voice.load(bundle, options)

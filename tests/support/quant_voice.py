@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -28,18 +29,15 @@ SAMPLE_RATE = 16000
 CHANNELS = 16
 
 
-def build_model(path: Path, *, hop: int = 32, seed: int = 7) -> None:
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
-    rng = np.random.default_rng(seed)
+def _weights(rng: np.random.Generator, hop: int) -> dict[str, np.ndarray]:
+    """The seeded random weights, by initializer name."""
 
     def weight(*shape: int, gain: float = 1.0) -> np.ndarray:
         fan_in = int(np.prod(shape[1:]))
         return np.asarray(rng.standard_normal(shape) * gain / np.sqrt(fan_in), dtype=np.float32)
 
     c = CHANNELS
-    inits = {
+    return {
         "emb": rng.standard_normal((make_tiny_voice.NUM_SYMBOLS, c)).astype(np.float32),
         "proj": weight(c, c).T.copy(),
         "flow.w": weight(c, c, 3), "flow.b": np.zeros(c, np.float32),
@@ -48,7 +46,13 @@ def build_model(path: Path, *, hop: int = 32, seed: int = 7) -> None:
         "rb.w": weight(c // 2, c // 2, 3), "rb.b": np.zeros(c // 2, np.float32),
         "post.w": weight(1, c // 2, 7, gain=0.5),
     }
-    nodes = [
+
+
+def _nodes(hop: int) -> list[Any]:
+    """The graph's nodes, named like Piper's export."""
+    from onnx import TensorProto, helper
+
+    return [
         helper.make_node("Gather", ["emb", "input"], ["e"], name="/enc_p/emb/Gather"),
         helper.make_node("MatMul", ["e", "proj"], ["p"], name="/enc_p/proj/MatMul"),
         helper.make_node("Transpose", ["p"], ["x0"], name="/enc_p/Transpose", perm=[0, 2, 1]),
@@ -77,6 +81,14 @@ def build_model(path: Path, *, hop: int = 32, seed: int = 7) -> None:
         helper.make_node("Add", ["o1", "len_zero"], ["o2"], name="/Add"),
         helper.make_node("Mul", ["o2", "length"], ["output"], name="/Mul_1"),
     ]
+
+
+def build_model(path: Path, *, hop: int = 32, seed: int = 7) -> None:
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    inits = _weights(np.random.default_rng(seed), hop)
+    nodes = _nodes(hop)
     initializers = [numpy_helper.from_array(v, k) for k, v in inits.items()] + [
         numpy_helper.from_array(np.array([1], np.int64), "one"),
         numpy_helper.from_array(np.array([2], np.int64), "two"),

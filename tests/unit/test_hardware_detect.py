@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.hardware import detect_hardware, format_cpu_list, parse_cpu_list
+from agent.hardware.detect import detect_hardware
+from agent.hardware.sysroot import format_cpu_list, parse_cpu_list
 from tests.support.hardware_support import sysroot
 
 

@@ -4,19 +4,16 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from agent.hardware import (
-    ProfileError,
-    TuneOverride,
-    detect_hardware,
-    load_profile,
-    load_profiles,
-    resolve_profile,
-    write_tune,
-)
+from agent.hardware.detect import detect_hardware
+from agent.hardware.effective import resolve_profile
+from agent.hardware.profiles import ProfileError, default_profile_dirs, load_profile, load_profiles
+from agent.hardware.tune_store import TuneOverride, write_tune
 from tests.support.hardware_support import PROFILES, settings, sysroot
 
 # board fixture -> (profile, intra-op threads, model variant, pinned CPUs)
@@ -39,10 +36,10 @@ def test_each_board_picks_its_profile_and_threads(board: str, tmp_path: Path) ->
     name, threads, variant, pinned = EXPECTED[board]
     eff = resolve_profile(settings(tmp_path), sysroot=sysroot(board))
     assert eff.name == name
-    assert eff.runtime.intra_op_threads == threads
-    assert eff.runtime.inter_op_threads == 1
+    assert eff.runtime.options.intra_op_threads == threads
+    assert eff.runtime.options.inter_op_threads == 1
     assert eff.runtime.model_variant == variant
-    assert eff.runtime.affinity_cpus == pinned
+    assert eff.runtime.options.affinity_cpus == pinned
     assert eff.why[0].startswith(f"{name}: ")
     assert eff.origins["intra_op_threads"] == f"profile {name}"
 
@@ -66,9 +63,9 @@ def test_most_specific_profile_wins_and_is_explained(tmp_path: Path) -> None:
 
 def test_gpu_providers_need_a_gpu(tmp_path: Path) -> None:
     jetson = resolve_profile(settings(tmp_path), sysroot=sysroot("jetson-orin-nano"))
-    assert jetson.runtime.providers == ("cuda", "cpu")
+    assert jetson.runtime.options.providers == ("cuda", "cpu")
     server = resolve_profile(settings(tmp_path), sysroot=sysroot("container-2cpu"))
-    assert server.runtime.providers == ("cpu",)
+    assert server.runtime.options.providers == ("cpu",)
     assert any("['cuda'] skipped: no GPU detected" in line for line in server.why)
 
 
@@ -80,7 +77,7 @@ def test_zero_2_w_and_rpi3_share_a_soc_but_not_a_profile(tmp_path: Path) -> None
     eff = resolve_profile(settings(tmp_path), hardware=zero)
     assert eff.name == "rpi-zero2w"
     assert eff.audio.queue_max == 8
-    assert eff.runtime.allow_spinning is False
+    assert eff.runtime.options.allow_spinning is False
 
 
 def _write(directory: Path, name: str, text: str) -> Path:
@@ -135,7 +132,7 @@ def test_local_profile_replaces_the_shipped_one(tmp_path: Path) -> None:
     eff = resolve_profile(settings(tmp_path, synthesis={"profiles_dir": str(local)}),
                           sysroot=sysroot("rpi4"))
     assert eff.source == str(local / "rpi4.toml")
-    assert eff.runtime.intra_op_threads == 2
+    assert eff.runtime.options.intra_op_threads == 2
     assert eff.audio.queue_max == 5
 
 
@@ -193,13 +190,13 @@ def test_explicit_settings_override_every_profile_field(tmp_path: Path) -> None:
         ),
         sysroot=sysroot("rk3588"),
     )
-    rt = eff.runtime
+    rt = eff.runtime.options
     assert (rt.intra_op_threads, rt.inter_op_threads) == (2, 2)
     assert (rt.execution_mode, rt.graph_optimization) == ("parallel", "basic")
-    assert rt.thread_affinity == "none"
+    assert eff.runtime.thread_affinity == "none"
     assert rt.affinity_cpus == ()
     assert rt.allow_spinning is False
-    assert rt.model_variant == "fp32"
+    assert eff.runtime.model_variant == "fp32"
     assert rt.require_provider is True
     assert eff.audio.model_dump() == {"alsa_device": "hw:1", "period_frames": 256,
                                       "buffer_periods": 8, "queue_max": 3}
@@ -232,7 +229,7 @@ def test_tune_override_beats_the_profile_and_settings_beat_it(tmp_path: Path) ->
     write_tune(tmp_path / "cache" / "tune.json", _tune("rk3588"))
     eff = resolve_profile(settings(tmp_path), sysroot=sysroot("rk3588"))
     tune_origin = f"tune {tmp_path / 'cache' / 'tune.json'}"
-    assert eff.runtime.intra_op_threads == 3
+    assert eff.runtime.options.intra_op_threads == 3
     assert eff.runtime.model_variant == "fp32"  # the profile alone would say int8
     assert eff.runtime.thread_affinity == "none"
     assert eff.origins["intra_op_threads"] == tune_origin
@@ -241,18 +238,18 @@ def test_tune_override_beats_the_profile_and_settings_beat_it(tmp_path: Path) ->
 
     eff = resolve_profile(settings(tmp_path, synthesis={"intra_op_threads": 1}),
                           sysroot=sysroot("rk3588"))
-    assert eff.runtime.intra_op_threads == 1
+    assert eff.runtime.options.intra_op_threads == 1
     assert eff.origins["intra_op_threads"] == "settings synthesis.intra_op_threads"
     assert eff.origins["model_variant"] == tune_origin
 
     eff = resolve_profile(settings(tmp_path), sysroot=sysroot("rk3588"), use_tune=False)
-    assert eff.runtime.intra_op_threads == 4
+    assert eff.runtime.options.intra_op_threads == 4
 
 
 def test_tune_from_other_hardware_is_ignored_with_a_reason(tmp_path: Path) -> None:
     write_tune(tmp_path / "cache" / "tune.json", _tune("rpi4"))
     eff = resolve_profile(settings(tmp_path), sysroot=sysroot("rpi5"))
-    assert eff.runtime.intra_op_threads == 4
+    assert eff.runtime.options.intra_op_threads == 4
     assert eff.tune is None
     assert eff.tune_note is not None
     assert "measured on other hardware" in eff.tune_note
@@ -266,13 +263,13 @@ def test_a_corrupt_tune_file_is_reported_not_fatal(tmp_path: Path) -> None:
     assert eff.tune is None
     assert eff.tune_note is not None
     assert eff.tune_note.startswith(f"tune override ignored: {path}: field ")
-    assert eff.runtime.intra_op_threads == 4
+    assert eff.runtime.options.intra_op_threads == 4
 
 
 def test_big_core_pinning_is_dropped_when_threads_exceed_big_cores(tmp_path: Path) -> None:
     eff = resolve_profile(settings(tmp_path, synthesis={"intra_op_threads": 6}),
                           sysroot=sysroot("rk3588"))
-    assert eff.runtime.affinity_cpus == ()
+    assert eff.runtime.options.affinity_cpus == ()
     assert any("6 threads > 4 big CPUs, threads not pinned" in line for line in eff.why)
 
 
@@ -291,4 +288,48 @@ def test_fixture_copy_with_other_board_name_falls_back(tmp_path: Path) -> None:
     (root / "proc" / "device-tree" / "compatible").write_bytes(b"vendor,board\0")
     eff = resolve_profile(settings(tmp_path), sysroot=root)
     assert eff.name == "generic-aarch64"
-    assert eff.runtime.intra_op_threads == 4
+    assert eff.runtime.options.intra_op_threads == 4
+
+
+def test_shipped_profiles_come_from_the_install_share_directory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``pip install`` puts them in ``<sys.prefix>/share/tts-agent/firmware_profiles``; nothing
+    walks up from the package into a checkout."""
+    share = tmp_path / "prefix" / "share" / "tts-agent" / "firmware_profiles"
+    share.mkdir(parents=True)
+    shutil.copy(PROFILES / "generic.toml", share)
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "prefix"))
+    assert default_profile_dirs() == [share]
+    assert load_profiles().names() == ["generic"]
+    eff = resolve_profile(settings(tmp_path), sysroot=sysroot("rpi4"))
+    assert (eff.name, eff.source) == ("generic", str(share / "generic.toml"))
+    if Path("/usr/share/tts-agent/firmware_profiles").is_dir():
+        return  # a system-wide install would be found next
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "empty"))
+    with pytest.raises(ProfileError, match=r"none of .*empty/share/tts-agent/firmware_profiles"):
+        load_profiles()
+
+
+def test_this_environment_finds_the_checkouts_profiles() -> None:
+    """./build.sh links the development venv's share directory to ``firmware_profiles/``."""
+    found = default_profile_dirs()
+    assert found, f"no profiles in {sys.prefix}/share/tts-agent: run ./build.sh"
+    assert sorted(p.name for p in found[0].glob("*.toml")) == \
+        sorted(p.name for p in PROFILES.glob("*.toml"))
+
+
+def test_resolving_a_profile_loads_neither_the_voice_nor_onnxruntime() -> None:
+    """``tts-agent profile`` and the start-up choice of threads stay light."""
+    code = ("import sys\n"
+            "from agent.hardware.effective import resolve_profile\n"
+            "from agent.hardware.tuning import candidate_configs\n"
+            "from agent.settings import Settings\n"
+            "resolve_profile(Settings(device_id='t1'), sysroot=sys.argv[1], use_tune=False)\n"
+            "heavy = [m for m in sys.modules if m.startswith(('onnxruntime', 'agent.voice.',\n"
+            "         'agent.library', 'agent.pipeline', 'agent.mqtt', 'agent.service'))]\n"
+            "heavy = [m for m in heavy if m != 'agent.voice.streaming']  # settings' defaults\n"
+            "print(heavy)\n")
+    result = subprocess.run([sys.executable, "-c", code, str(sysroot("rpi4"))],
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"

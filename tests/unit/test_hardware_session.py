@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
 import pytest
 
-from agent.hardware import resolve_profile
+from agent.hardware.effective import resolve_profile
+from agent.hardware.runtime import RuntimeOptions
+from agent.library.options import voice_options
+from agent.library.voices import VoiceLibrary
 from agent.voice.onnx_session import (
     ProviderError,
-    RuntimeOptions,
     build_session_options,
     create_session,
     plan_providers,
@@ -46,8 +49,8 @@ def test_session_is_built_with_the_profiles_thread_counts(
 ) -> None:
     path, weights = model
     eff = resolve_profile(settings(tmp_path), sysroot=sysroot(board))
-    assert eff.runtime.intra_op_threads == threads
-    runtime = eff.runtime_options()
+    assert eff.runtime.options.intra_op_threads == threads
+    runtime = eff.runtime.options
     (session, provider), started = new_threads(lambda: create_session(path, runtime))
     options = session.get_session_options()
     assert options.intra_op_num_threads == threads
@@ -86,7 +89,7 @@ def test_worker_threads_are_pinned_to_the_chosen_cpus(model: tuple[Path, np.ndar
 
 def test_rk3588_profile_pins_to_the_big_cores() -> None:
     eff = resolve_profile(settings(Path("/nonexistent-cache")), sysroot=sysroot("rk3588"))
-    runtime = eff.runtime_options()
+    runtime = eff.runtime.options
     assert runtime.affinity_cpus == (4, 5, 6, 7)
     assert runtime.affinity_string() == "5,6,7,8;5,6,7,8;5,6,7,8"  # 1-based, threads - 1
     options = build_session_options(runtime)
@@ -98,8 +101,8 @@ def test_spinning_policy_reaches_the_session(model: tuple[Path, np.ndarray],
                                              tmp_path: Path) -> None:
     path, _ = model
     eff = resolve_profile(settings(tmp_path), sysroot=sysroot("rpi-zero2w"))
-    assert eff.runtime.allow_spinning is False
-    session, _ = create_session(path, eff.runtime_options())
+    assert eff.runtime.options.allow_spinning is False
+    session, _ = create_session(path, eff.runtime.options)
     options = session.get_session_options()
     assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
     assert options.get_session_config_entry("session.inter_op.allow_spinning") == "0"
@@ -111,7 +114,8 @@ def test_extra_runtime_fields_pass_through(model: tuple[Path, np.ndarray],
     path, _ = model
     eff = resolve_profile(settings(tmp_path), sysroot=sysroot("rpi4"))
     optimized = tmp_path / "optimized.onnx"
-    runtime = eff.runtime_options(optimized_model_path=optimized, graph_optimization="basic")
+    runtime = replace(eff.runtime.options, optimized_model_path=optimized,
+                      graph_optimization="basic")
     session, _ = create_session(path, runtime)
     assert optimized.is_file()
     assert session.get_session_options().graph_optimization_level == \
@@ -187,3 +191,30 @@ def test_pin_current_thread_pins_only_the_caller() -> None:
     assert seen == {"pinned": True, "cpus": str(allowed[0])}
     assert sorted(os.sched_getaffinity(0)) == allowed  # the test's own thread is untouched
     assert pin_current_thread(RuntimeOptions()) is False  # nothing to pin to
+
+
+def test_voice_options_carry_the_profile_and_the_settings(tmp_path: Path) -> None:
+    config = settings(tmp_path, synthesis={"max_text_chars": 77, "sentence_silence_s": 0.5,
+                                           "stream_first_frames": 0, "stream_growth": 3})
+    eff = resolve_profile(config, sysroot=sysroot("rk3588"))
+    options = voice_options(config, eff)
+    cache = tmp_path / "cache" / "ort"
+    assert options.runtime == replace(eff.runtime.options, optimized_cache_dir=cache)
+    assert options.variant == eff.runtime.model_variant == "int8"
+    assert (options.max_chars, options.sentence_silence_s) == (77, 0.5)
+    assert (options.stream_first_frames, options.stream_growth) == (0, 3)
+    plain = voice_options(config)  # no profile: one thread on the CPU, fp32
+    assert plain.runtime == RuntimeOptions(optimized_cache_dir=cache)
+    assert plain.variant == "fp32"
+
+
+def test_the_librarys_voices_run_with_the_profiles_session_options(
+        tiny_voice_dir: Path, tmp_path: Path) -> None:
+    config = settings(tmp_path, models={"dir": str(tiny_voice_dir.parent),
+                                        "default_voice": tiny_voice_dir.name, "variant": "fp32"})
+    eff = resolve_profile(config, sysroot=sysroot("rpi-zero2w"))
+    voice = VoiceLibrary.for_settings(config, profile=eff).get()
+    options = voice.session.get_session_options()
+    assert options.intra_op_num_threads == eff.runtime.options.intra_op_threads == 3
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    assert list((tmp_path / "cache" / "ort").glob("*.onnx"))  # the optimised-model cache

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.hardware import TuneMeasurement, resolve_profile
+from agent.hardware.effective import resolve_profile
+from agent.hardware.tune_store import TuneMeasurement
 from agent.hardware.tuning import (
     candidate_configs,
     choose,

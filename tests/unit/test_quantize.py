@@ -17,26 +17,32 @@ import pytest
 from onnx import numpy_helper
 
 from agent.cli import main as cli_main
-from agent.quantize.layout import convs_as_2d, fold_time_into_rows, upsamplers_as_convs
-from agent.quantize.quality import mel_distance_db, spectral_snr_db
-from agent.quantize.recipe import (
+from agent.hardware.runtime import RuntimeOptions
+from agent.quantize.errors import QuantizeError
+from agent.quantize.gate import (
     DEFAULT_BOUNDS,
-    DEFAULT_RECIPE,
-    CalibrationReader,
     QualityBounds,
     QualityGateError,
-    QuantizeError,
-    build_int8_bundle,
     check_quality,
     measure_quality,
-    quantize_model,
+)
+from agent.quantize.int8_bundle import build_int8_bundle
+from agent.quantize.layout import convs_as_2d
+from agent.quantize.polyphase import upsamplers_as_convs
+from agent.quantize.quality import mel_distance_db, spectral_snr_db
+from agent.quantize.recipe import DEFAULT_RECIPE, quantize_model
+from agent.quantize.sentences import (
+    CalibrationReader,
+    packaged_corpus,
     read_sentences,
     sentence_feeds,
     sentences_sha256,
 )
+from agent.quantize.time_rows import fold_time_into_rows
 from agent.text.frontend import Frontend
 from agent.voice.bundle import read_manifest, sha256_file, verify_bundle
-from agent.voice.onnx_session import RuntimeOptions, create_session
+from agent.voice.onnx_session import create_session
+from agent.voice.options import VoiceOptions
 from agent.voice.voice import SynthesisParams, Voice, VoiceConfig
 from tests.support import REPO, quant_voice
 
@@ -341,8 +347,8 @@ def test_bundle_has_both_variants_and_records_the_recipe(conv_voice: Path) -> No
         bundle_dir / "conv-test.int8.onnx")
     assert not [p for p in bundle_dir.parent.iterdir() if p.name.startswith(".")]
 
-    fp32 = Voice.load(bundle_dir, variant="fp32")
-    int8 = Voice.load(bundle_dir, variant="int8")
+    fp32 = Voice.load(bundle_dir, VoiceOptions(variant="fp32"))
+    int8 = Voice.load(bundle_dir, VoiceOptions(variant="int8"))
     params = SynthesisParams(noise_scale=0.0, noise_w=0.0)
     a = b"".join(c.audio for c in fp32.synthesize("The ferry leaves at noon.", params))
     b = b"".join(c.audio for c in int8.synthesize("The ferry leaves at noon.", params))
@@ -403,15 +409,34 @@ def test_cli_writes_the_bundle_and_reports_gate_failures(
     assert verify_bundle(out).variants.keys() == {"fp32", "int8"}  # the earlier bundle stays
 
 
+def test_the_shipped_sentence_sets_are_package_data_and_disjoint() -> None:
+    calibration = read_sentences(packaged_corpus("calibration"))
+    heldout = read_sentences(packaged_corpus("heldout"))
+    assert calibration and heldout and not set(calibration) & set(heldout)
+    assert not list((REPO / "bench" / "corpus").glob("calibration*"))  # one copy only
+
+
+def test_cli_calibrates_and_gates_on_the_shipped_sentences_by_default(
+    conv_voice: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "built" / quant_voice.VOICE
+    assert cli_main(["quantize", str(conv_voice), str(out)]) == 0
+    record = read_manifest(out)["quantization"]
+    for name, corpus in (("calibration", packaged_corpus("calibration")),
+                         ("heldout", packaged_corpus("heldout"))):
+        shipped = read_sentences(corpus)
+        assert record[name]["sha256"] == sentences_sha256(shipped)
+        assert record[name]["sentences"] == len(shipped)
+
+
 # --- the real voice ------------------------------------------------------------------------
 
 
 @pytest.mark.voice
 def test_real_voice_int8_keeps_durations_and_quality(real_voice_dir: Path,
                                                       tmp_path: Path) -> None:
-    repo = REPO / "bench" / "corpus"
-    calibration = read_sentences(repo / "calibration.txt")[:8]
-    heldout = read_sentences(repo / "heldout.txt")[:4]
+    calibration = read_sentences(packaged_corpus("calibration"))[:8]
+    heldout = read_sentences(packaged_corpus("heldout"))[:4]
     model = real_voice_dir / "en_US-joe-medium.onnx"
     bundle, report = build_int8_bundle(model, tmp_path / "en_US-joe-medium",
                                        calibration=calibration, heldout=heldout)

@@ -1,0 +1,49 @@
+"""What the library reports: a :class:`ReloadResult` per reload attempt of a voice, and the
+``model_loaded`` / ``model_rejected`` events made of them (the service publishes those)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from agent.logs import get_logger
+
+if TYPE_CHECKING:
+    from agent.voice.voice import Voice
+
+__all__ = ["ReloadResult", "model_event"]
+
+log = get_logger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ReloadResult:
+    """The outcome of one reload attempt of one voice."""
+
+    voice: str
+    outcome: str
+    """``loaded``, ``rejected``, ``unchanged`` or ``pending`` (bundle still being written)."""
+    version: str | None = None
+    reason: str | None = None
+    at: float = field(default_factory=time.time)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"voice": self.voice, "outcome": self.outcome, "version": self.version,
+                "reason": self.reason, "at": self.at}
+
+
+def model_event(result: ReloadResult, voice: Voice | None = None,
+                replaced: Voice | None = None) -> dict[str, Any]:
+    """The event for ``result``, logged: ``model_loaded`` with the facts of ``voice`` (the one
+    swapped in; ``replaced`` the one it replaced), else ``model_rejected`` with the reason."""
+    if result.outcome == "loaded" and voice is not None:
+        log.info("model_loaded", voice=voice.name, version=voice.version, variant=voice.variant)
+        return {"event": "model_loaded", "voice": voice.name, "version": voice.version,
+                "variant": voice.variant, "sha256": dict(voice.bundle.sha256),
+                "load_s": round(voice.load_s, 3), "provider": voice.provider,
+                "previous_version": replaced.version if replaced else None}
+    log.warning("model_rejected", voice=result.voice, version=result.version,
+                reason=result.reason)
+    return {"event": "model_rejected", "voice": result.voice, "version": result.version,
+            "reason": result.reason}

@@ -1,0 +1,44 @@
+"""How a voice is loaded and how it speaks: one frozen :class:`VoiceOptions` per library.
+
+:meth:`agent.voice.voice.Voice.load` takes it whole. The voice never reads settings: the library
+builds the options from the deployment settings and the hardware profile
+(:func:`agent.library.options.voice_options`); benchmarks and tests build them directly. The
+defaults are safe anywhere (fp32, one onnxruntime thread on the CPU, streaming on).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from agent.hardware.runtime import RuntimeOptions
+from agent.voice import streaming
+
+__all__ = ["VoiceOptions"]
+
+
+@dataclass(frozen=True, slots=True)
+class VoiceOptions:
+    """Everything :meth:`~agent.voice.voice.Voice.load` needs besides the bundle."""
+
+    variant: str = "fp32"
+    """Which of the bundle's models to load (``fp32``, ``int8``)."""
+    runtime: RuntimeOptions = field(default_factory=RuntimeOptions)
+    """onnxruntime threads, pinning, providers and the optimised-model cache."""
+    max_chars: int = 5000
+    """Longest text one request may have (characters)."""
+    phoneme_cache_size: int = 1024
+    """Phonemized sentences kept per voice (0 = no cache)."""
+    sentence_silence_s: float = 0.0
+    """Silence appended after every sentence (s)."""
+    max_clause_phonemes: int = 0
+    """A long sentence is cut after a clause once it holds this many phonemes (0 = never)."""
+    stream_first_frames: int = streaming.FIRST_FRAMES
+    """First window of a request's first sentence, in frames of
+    :data:`~agent.voice.streaming.FRAME_SAMPLES` samples (0 = no streaming: every sentence is
+    decoded whole)."""
+    stream_growth: int | None = None
+    """A later window is at most this many times the frames already decoded; None = from the
+    speed the warm-up showed (:func:`agent.voice.streaming.auto_growth`)."""
+    stream_max_window_frames: int = streaming.MAX_WINDOW_FRAMES
+    """Longest window, in frames of :data:`~agent.voice.streaming.FRAME_SAMPLES` samples; bounds
+    the decoder's working memory."""
