@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
+from agent.hardware.runtime import Provider
 from agent.voice import streaming
 
 if TYPE_CHECKING:
@@ -125,7 +126,7 @@ class SynthesisSettings(_Section):
         default=None,
         description="Let idle onnxruntime threads spin; unset lets the hardware profile choose.",
     )
-    providers: list[Literal["tensorrt", "cuda", "cpu"]] | None = Field(
+    providers: list[Provider] | None = Field(
         default=None, min_length=1, max_length=3,
         description="Execution providers in order of preference; when set, the first one is "
                     "required (no fallback). Unset lets the hardware profile choose.",
