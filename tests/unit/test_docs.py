@@ -8,6 +8,7 @@ follow every relative link of the README, CONTRIBUTING.md and docs/.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -254,3 +255,43 @@ def test_the_readme_links_every_page_of_docs_and_contributing() -> None:
     expected = [*sorted(DOCS.glob("*.md")), REPO / "CONTRIBUTING.md"]
     missing = [str(page.relative_to(REPO)) for page in expected if page.resolve() not in linked]
     assert not missing, f"README.md does not link {missing}"
+
+
+def _resolves(dotted: str) -> bool:
+    """Whether ``agent.x.y.Name`` names a module, or an attribute of the longest module prefix."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj: object = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for name in parts[cut:]:
+            if not hasattr(obj, name):
+                return False
+            obj = getattr(obj, name)
+        return True
+    return False
+
+
+CODE_PATH = r"`((?:agent|bench|tests|systemd)/[\w/.-]+\.(?:py|toml|sh))`"
+
+
+def test_every_code_reference_in_the_docs_exists() -> None:
+    """``agent.pipeline.worker.SynthesisWorker`` and ``agent/audio/player.py`` in a page exist."""
+    pages = [REPO / "README.md", REPO / "CONTRIBUTING.md", *sorted(DOCS.glob("*.md"))]
+    stale = []
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        for dotted in set(re.findall(r"\bagent(?:\.[A-Za-z_]\w*)+", text)):
+            if not dotted.startswith("agent.toml") and not _resolves(dotted):
+                stale.append(f"{page.name}: {dotted}")
+        for path in set(re.findall(CODE_PATH, text)):
+            if not (REPO / path).exists():
+                stale.append(f"{page.name}: {path}")
+    assert not stale, "pages name code that does not exist:\n" + "\n".join(sorted(stale))
+
+
+def test_a_stale_code_reference_is_found() -> None:
+    assert _resolves("agent.pipeline.worker.SynthesisWorker")
+    assert not _resolves("agent.mqtt.speech.JobQueue")
+    assert not _resolves("agent.voice.voice.NoSuchThing")
