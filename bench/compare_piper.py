@@ -1,6 +1,6 @@
 """Side by side, in one run: this agent's shipped voice variant against the reference Piper runtime.
 
-    .venv/bin/python bench/compare_piper.py [--variant int8] [--reps 2] [--json results.json]
+    .venv/bin/python bench/compare_piper.py [--variant int8] [--reps 2] [--json PATH]
 
 Both engines run the same voice (models/en_US-joe-medium: ours loads the bundle's variant, Piper
 loads the bundle's original fp32 ``.onnx``) over the same sentences on this machine:
@@ -53,6 +53,8 @@ from typing import Any
 
 import daemon_startup
 import numpy as np
+from compare_output import ENGINES, WHOLE, daemon_lines, record, streaming_off, table
+from results import add_json_option, write_result
 from workload import HELDOUT, PARAGRAPH, ROOT, VOICE, read_lines, status_kib
 
 sys.path.insert(0, str(ROOT))
@@ -61,9 +63,6 @@ FIRST_TEXT = "Welcome."
 REPEATED = "Attention please: the lift on platform two is out of order. We apologise."
 CACHE_ENV = "TTS_AGENT_BENCH_CACHE"
 """Where our engine keeps its optimised-model and phrase caches during the bench."""
-ENGINES = ("ours-int8", "ours-fp32", "piper")
-WHOLE = "ours-int8-whole"
-"""Our int8 voice with streaming off (every sentence decoded whole): speed and first audio only."""
 
 Synth = Callable[[str], Iterator[np.ndarray]]
 """Text -> float audio per sentence (as each engine yields it)."""
@@ -277,77 +276,25 @@ def resolve(models_dir: Path) -> Path:
     return resolve_bundle_dir(models_dir / VOICE)
 
 
-def table(results: dict[str, Any]) -> str:
-    rows: list[tuple[str, str, str, str, str]] = []
+def startups(args: argparse.Namespace) -> dict[str, Any]:
+    """Start-up and peak RSS of a fresh process per engine (the first with an empty
+    optimised-model cache), and of the agent's daemon."""
+    import shutil
 
-    def speed_row(label: str, key: str) -> None:
-        values = results[key]
-        speed = {k: 1.0 / v for k, v in values.items()}
-        rows.append((label, *(f"{speed[e]:.1f}x" for e in ENGINES),
-                     f"{speed['ours-int8'] / speed['piper']:.2f}x faster"))
-
-    def lower_row(label: str, key: str, unit: str, scale: float = 1.0) -> None:
-        values = results[key]
-
-        def fmt(value: float) -> str:
-            return f"{value:.0f}" if value >= 10 else f"{value:.2f}"
-
-        ratio = values["ours-int8"] / values["piper"]
-        rows.append((label, *(f"{fmt(values[e] * scale)} {unit}" for e in ENGINES),
-                     f"{ratio:.2f}x" if ratio >= 0.01 else f"{ratio:.4f}x"))
-
-    speed_row("synthesis speed, 1 thread (1/RTF)", "rtf_1")
-    speed_row("synthesis speed, 2 threads (1/RTF)", "rtf_2")
-    lower_row("first audio, 3-sentence paragraph, 1 thr", "ttfa_1", "ms", 1000)
-    lower_row("first audio, 3-sentence paragraph, 2 thr", "ttfa_2", "ms", 1000)
-    lower_row("first audio, repeated phrase (our cache)", "ttfa_cached", "ms", 1000)
-    lower_row("start-up to first audio, first start", "startup_cold", "ms", 1000)
-    lower_row("start-up to first audio, later starts", "startup", "ms", 1000)
-    lower_row("peak RSS (that process)", "rss", "MiB")
-    for key, label in (("wer", "word error rate, default noise"),
-                       ("wer_noise0", "word error rate, noise scales 0")):
-        wer = results[key]
-        rows.append((label, *(f"{wer[e] * 100:.1f} %" for e in ENGINES),
-                     f"{(wer['ours-int8'] - wer['piper']) * 100:+.1f} pts"))
-    header = ("median", "ours int8", "ours fp32", "piper", "int8 vs piper")
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(5)]
-    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w)
-                       for i, (c, w) in enumerate(zip(r, widths, strict=True)))
-             for r in [header, *rows]]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
-def streaming_off(results: dict[str, Any]) -> str:
-    """What streaming costs and buys: our int8 voice with every sentence decoded whole."""
-    def speed(key: str) -> str:
-        ours_whole, piper_rtf = results[key][WHOLE], results[key]["piper"]
-        return f"{1 / ours_whole:.1f}x ({piper_rtf / ours_whole:.2f}x piper)"
-
-    def first(key: str) -> str:
-        ours_whole, piper_s = results[key][WHOLE], results[key]["piper"]
-        return f"{ours_whole * 1000:.0f} ms ({ours_whole / piper_s:.2f}x)"
-
-    return (f"int8 with streaming off (synthesis.stream_first_frames = 0): speed {speed('rtf_1')} "
-            f"at 1 thread, {speed('rtf_2')} at 2; paragraph first audio {first('ttfa_1')} at 1 "
-            f"thread, {first('ttfa_2')} at 2")
-
-
-def daemon_lines(results: dict[str, Any]) -> str:
-    """The agent as deployed against Piper's start-up (spawn to first audio) and peak RSS, and
-    what the fixed stack alone costs of both."""
-    daemon = results["daemon"]
-    piper_s, piper_rss = results["startup"]["piper"], results["rss"]["piper"]
-    lines = [f"agent daemon (python -m agent run, threads from the hardware profile): spawn -> "
-             f"READY=1 {daemon['ready_s'] * 1000:.0f} ms = {daemon['ready_s'] / piper_s:.2f}x "
-             f"piper's spawn -> first audio (first start {daemon['ready_cold_s'] * 1000:.0f} ms); "
-             f"peak RSS after speaking the paragraph over MQTT {daemon['rss_mib']:.0f} MiB = "
-             f"{daemon['rss_mib'] / piper_rss:.2f}x piper's"]
-    for label, cost in daemon["stack"].items():
-        lines.append(f"  {label} alone: {cost['s'] * 1000:.0f} ms = {cost['s'] / piper_s:.2f}x "
-                     f"piper's start-up, {cost['rss_mib']:.0f} MiB = "
-                     f"{cost['rss_mib'] / piper_rss:.2f}x piper's peak RSS")
-    return "\n".join(lines)
+    shutil.rmtree(Path(os.environ[CACHE_ENV]) / "ort", ignore_errors=True)  # a device's first boot
+    daemon_startup.byte_compile()  # as pip install leaves the agent on a device
+    runs: dict[str, list[dict[str, float]]] = {n: [] for n in ENGINES}
+    for _ in range(args.startup_runs + 1):
+        for name in ENGINES:
+            runs[name].append(startup(args, name))
+    # The first start builds the optimised-model cache; every later start (reboots, restarts,
+    # updates of other voices) finds it.
+    return {
+        "startup_cold": {n: r[0]["startup_s"] for n, r in runs.items()},
+        "startup": {n: statistics.median(x["startup_s"] for x in r[1:]) for n, r in runs.items()},
+        "rss": {n: statistics.median(x["rss_mib"] for x in r[1:]) for n, r in runs.items()},
+        "daemon": daemon_startup.measure(args.models_dir, args.variant, args.startup_runs),
+    }
 
 
 def main() -> int:
@@ -357,7 +304,7 @@ def main() -> int:
     parser.add_argument("--sentences", type=Path, default=HELDOUT)
     parser.add_argument("--reps", type=int, default=2, help="passes over the sentences (RTF)")
     parser.add_argument("--startup-runs", type=int, default=5)
-    parser.add_argument("--json", type=Path, help="also write the raw results here")
+    add_json_option(parser, "compare_piper")
     parser.add_argument("--child", choices=ENGINES, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -389,21 +336,7 @@ def main() -> int:
     quiet = {n: make_engine(n, bundle_dir, 1, args.variant, noise=False) for n in ENGINES}
     results["wer_noise0"] = word_error_rate(quiet, sentences, rate)
     del quiet
-    import shutil
-
-    shutil.rmtree(Path(os.environ[CACHE_ENV]) / "ort", ignore_errors=True)  # a device's first boot
-    daemon_startup.byte_compile()  # as pip install leaves the agent on a device
-    runs: dict[str, list[dict[str, float]]] = {n: [] for n in ENGINES}
-    for _ in range(args.startup_runs + 1):
-        for name in ENGINES:
-            runs[name].append(startup(args, name))
-    # The first start builds the optimised-model cache; every later start (reboots, restarts,
-    # updates of other voices) finds it.
-    results["startup_cold"] = {n: r[0]["startup_s"] for n, r in runs.items()}
-    results["startup"] = {n: statistics.median(x["startup_s"] for x in r[1:])
-                          for n, r in runs.items()}
-    results["rss"] = {n: statistics.median(x["rss_mib"] for x in r[1:]) for n, r in runs.items()}
-    results["daemon"] = daemon_startup.measure(args.models_dir, args.variant, args.startup_runs)
+    results.update(startups(args))
 
     from importlib.metadata import version
 
@@ -413,9 +346,7 @@ def main() -> int:
     print(table(results))
     print(streaming_off(results))
     print(daemon_lines(results))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    write_result("compare_piper", record(results), args, raw=results)
     return 0
 
 

@@ -1,11 +1,11 @@
 """The agent as systemd starts it: ``python -m agent run`` from spawn to ``READY=1``, and its peak
 RSS once it has spoken a paragraph that came over MQTT.
 
-    .venv/bin/python bench/daemon_startup.py [--runs 5] [--variant int8]
+    .venv/bin/python bench/daemon_startup.py [--runs 5] [--variant int8] [--json PATH]
 
 Each run spawns the daemon with a notify socket of its own (as systemd's ``Type=notify``), a
 Mosquitto on a free loopback port and an ALSA ``file`` PCM; READY=1 means the default voice is
-loaded and warm (see the README, "Health and running as a service"). The first run starts with
+loaded and warm (see ``docs/operations.md``, "Service life cycle"). The first run starts with
 an empty optimised-model cache (a device's first boot builds it); the later runs find it. After
 READY a controller publishes a speak command with the paragraph and waits for its final event;
 the daemon's ``VmHWM`` is read from ``/proc`` before it is stopped.
@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from results import Figures, add_json_option, write_result
 from workload import PARAGRAPH, ROOT, VOICE, status_kib
 
 sys.path.insert(0, str(ROOT))
@@ -162,6 +163,7 @@ def main() -> int:
     parser.add_argument("--models-dir", type=Path, default=ROOT / "models")
     parser.add_argument("--variant", default="int8")
     parser.add_argument("--runs", type=int, default=5, help="later starts (after the first)")
+    add_json_option(parser, "daemon_startup")
     args = parser.parse_args()
     from agent.logs import configure_logging
 
@@ -172,7 +174,31 @@ def main() -> int:
           f"{result['rss_mib']:.0f} MiB")
     for label, cost in result["stack"].items():
         print(f"  {label}: {cost['s'] * 1000:.0f} ms, {cost['rss_mib']:.0f} MiB")
+    write_result("daemon_startup", record(result), args, raw=result)
     return 0
+
+
+def record(result: dict[str, Any]) -> Figures:
+    """What :func:`measure` returns, as figures."""
+    figures = Figures()
+    rows: list[list[str | None]] = [
+        ["daemon, first start (empty optimised-model cache)",
+         figures.add("ready_cold", result["ready_cold_s"] * 1000, "ms",
+                     "python -m agent run from spawn to READY=1, first start"), None],
+        ["daemon, later starts",
+         figures.add("ready", result["ready_s"] * 1000, "ms",
+                     "python -m agent run from spawn to READY=1, median of the later starts"),
+         figures.add("rss", result["rss_mib"], "MiB",
+                     "the daemon's peak RSS (VmHWM) after speaking the paragraph over MQTT, "
+                     "median of the later starts")]]
+    for n, (label, cost) in enumerate(result["stack"].items()):
+        rows.append([f"{label} alone",
+                     figures.add(f"stack_{n}.startup", cost["s"] * 1000, "ms",
+                                 f"spawn to exit of a process that only runs: {label}"),
+                     figures.add(f"stack_{n}.rss", cost["rss_mib"], "MiB",
+                                 f"peak RSS of a process that only runs: {label}")])
+    figures.table("Spawn to READY=1 and peak RSS", ["median", "start-up", "peak RSS"], rows)
+    return figures
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Could the shipped int8 voice hold its text encoder in fewer bytes? The quality gate decides.
 
-    .venv/bin/python bench/encoder_precision.py [--threads 2]
+    .venv/bin/python bench/encoder_precision.py [--threads 2] [--json PATH]
 
 The shipped recipe keeps the text encoder (``/enc_p/``) in fp32: its weights are most of the
 model's bytes (and so of the agent's resident memory). This script takes the shipped int8 model
@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from results import Figures, add_json_option, write_result
 from workload import BUNDLE, HELDOUT, ROOT, VOICE
 
 sys.path.insert(0, str(ROOT))
@@ -127,6 +128,7 @@ def gate(fp32: Path, candidate: Path, threads: int) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=2)
+    add_json_option(parser, "encoder_precision")
     args = parser.parse_args()
     import onnx
 
@@ -139,6 +141,7 @@ def main() -> int:
     print(f"shipped int8 model {shipped.stat().st_size / 2**20:.1f} MiB, of which fp32 encoder "
           f"Conv/MatMul weights {encoder_bytes / 2**20:.1f} MiB")
     rows = [("shipped (fp32 encoder)", shipped, 0)]
+    gates = []
     with tempfile.TemporaryDirectory(prefix="tts-bench-encoder-") as tmp:
         for label, convert in (("encoder weights fp16", as_fp16),
                                ("encoder weights int8, activations fp32", as_int8_weights)):
@@ -151,10 +154,45 @@ def main() -> int:
               f"{'mel max':>8}")
         for label, path, saved in rows:
             g = gate(fp32, path, args.threads)
+            gates.append((label, saved, g))
             print(f"{label:<40} {saved / 2**20:>5.1f} MiB {g['durations_changed']:>9} of "
                   f"{g['sentences']:<6} {g['spectral_snr_db']['min']:>6} dB "
                   f"{g['mel_distance_db']['max']:>5} dB")
+    write_result("encoder_precision",
+                 record(shipped.stat().st_size, int(encoder_bytes), gates), args,
+                 raw={"model_bytes": shipped.stat().st_size, "encoder_bytes": int(encoder_bytes),
+                      "variants": [{"label": label, "saved_bytes": int(saved), "gate": g}
+                                   for label, saved, g in gates]})
     return 0
+
+
+def record(model_bytes: int, encoder_bytes: int,
+           gates: list[tuple[str, int, dict[str, Any]]]) -> Figures:
+    """The model's sizes and each variant's bytes saved and gate figures, as figures."""
+    figures = Figures()
+    figures.table("The shipped int8 model", ["size", "MiB"], [
+        ["whole model", figures.add("model", model_bytes / 2**20, "MiB",
+                                    "size of the shipped int8 .onnx file")],
+        ["fp32 encoder Conv/MatMul weights",
+         figures.add("encoder_weights", encoder_bytes / 2**20, "MiB",
+                     "bytes of the text encoder's fp32 Conv/MatMul weights in it")]])
+    rows: list[list[str | None]] = []
+    for n, (label, saved, g) in enumerate(gates):
+        rows.append([label,
+                     figures.add(f"variant_{n}.saved", saved / 2**20, "MiB",
+                                 f"{label}: bytes saved against the shipped model"),
+                     figures.add(f"variant_{n}.durations_changed", g["durations_changed"], "",
+                                 f"{label}: held-out sentences whose duration changed"),
+                     figures.add(f"variant_{n}.sentences", g["sentences"], "",
+                                 "held-out sentences judged"),
+                     figures.add(f"variant_{n}.snr_min", g["spectral_snr_db"]["min"], "dB",
+                                 f"{label}: lowest spectral SNR against fp32, noise scales 0"),
+                     figures.add(f"variant_{n}.mel_max", g["mel_distance_db"]["max"], "dB",
+                                 f"{label}: largest log-mel distance from fp32, noise scales 0")])
+    figures.table("The quality gate against fp32 (held-out sentences, noise scales 0)",
+                  ["variant", "saved", "durations changed", "sentences", "SNR min", "mel max"],
+                  rows)
+    return figures
 
 
 if __name__ == "__main__":

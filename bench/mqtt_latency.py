@@ -34,6 +34,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from results import Figures, add_json_option, write_result  # noqa: E402
+
 from agent.logs import configure_logging  # noqa: E402
 from agent.mqtt.client import InboundMessage, MqttClient, OutboundMessage  # noqa: E402
 from agent.mqtt.topics import Namespace  # noqa: E402
@@ -104,7 +106,7 @@ def main() -> int:
     parser.add_argument("--models", type=Path, default=ROOT / "models")
     parser.add_argument("--voice", default="en_US-joe-medium")
     parser.add_argument("--text", default="The next train to the airport leaves from platform two.")
-    parser.add_argument("--json", type=Path, help="also write the results here")
+    add_json_option(parser, "mqtt_latency")
     args = parser.parse_args()
     configure_logging("warning", "console")
 
@@ -138,9 +140,38 @@ def main() -> int:
             audio_bytes = (work / "out.raw").stat().st_size if (work / "out.raw").exists() else 0
     results.update(voice=args.voice, text_chars=len(args.text), audio_bytes=audio_bytes)
     print(json.dumps(results, indent=2))
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    write_result("mqtt_latency", record(results), args, raw=results)
     return 0 if results["burst"]["lost"] == 0 and results["burst"]["duplicated"] == 0 else 1
+
+
+LATENCIES = {"publish_to_accepted": "publish -> accepted",
+             "publish_to_first_audio": "publish -> first audio frame, new text (synthesized)",
+             "publish_to_first_audio_repeated_phrase":
+                 "publish -> first audio frame, repeated phrase (phrase cache)"}
+
+
+def record(results: dict[str, Any]) -> Figures:
+    figures = Figures()
+    rows: list[list[str | None]] = []
+    for key, label in LATENCIES.items():
+        values = results[key]
+        rows.append([label, *(figures.add(f"{key}.{stat}", values[stat], unit,
+                                          f"{label}: {stat.removesuffix('_ms')}")
+                              if stat in values else None
+                              for stat, unit in (("p50_ms", "ms"), ("p95_ms", "ms"),
+                                                 ("max_ms", "ms"), ("n", "")))])
+    figures.table("Command channel latency", ["", "median", "p95", "max", "samples"], rows)
+    burst = results["burst"]
+    labels = {"commands": "speak commands published at once", "accepted": "came back accepted",
+              "rejected": "came back rejected", "finished": "finished",
+              "lost": "never reached a final event", "duplicated": "more than one final event"}
+    rows = [[label, figures.add(f"burst.{key}", burst[key], "", f"burst: {label}")]
+            for key, label in labels.items()]
+    rows.insert(1, ["intake rate", figures.add("burst.accepted_per_s", burst["accepted_per_s"],
+                                               "/s", "burst: commands accepted per second")])
+    figures.table("A burst of speak commands", ["", "value"], rows)
+    figures.add("audio_bytes", results["audio_bytes"], "B", "bytes played into the ALSA file sink")
+    return figures
 
 
 def run(args: argparse.Namespace, controller: MqttClient, speak: Any, clock: Clock

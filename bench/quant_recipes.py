@@ -1,10 +1,11 @@
-"""The INT8 recipe search of the README ("Performance", "Recipe search"), rebuilt in one run.
+"""The INT8 recipe search, rebuilt in one run: each recipe quantized and judged against fp32.
 
     .venv/bin/python bench/quant_recipes.py [--recipes 1,7,last] [--sentences N]
-        [--calibration N] [--threads 1] [--reps 1] [--json results.json]
+        [--calibration N] [--threads 1] [--reps 1] [--json PATH]
 
-Every row of the README's table is a named :class:`agent.quantize.recipe.Recipe` here
-(:func:`rows`, in the table's order; the last row is :data:`agent.quantize.recipe.DEFAULT_RECIPE`).
+Every row of the recipe table (``docs/performance.md``) is a named
+:class:`agent.quantize.recipe.Recipe` here (:func:`rows`, in the table's order; the last row is
+:data:`agent.quantize.recipe.DEFAULT_RECIPE`).
 For each recipe the fp32 voice (models/en_US-joe-medium) is quantized into a temporary directory
 with :func:`agent.quantize.recipe.quantize_model`, calibrated on the shipped calibration sentences
 (``agent/quantize/corpus/calibration.txt``) made into model inputs by the voice's own frontend
@@ -44,6 +45,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from quant_table import record, table, table_row
+from results import add_json_option, write_result
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -65,13 +68,13 @@ STAGES_12 = r"^/dec/(conv_pre|ups\.[01]|resblocks\.[0-5])/"
 @dataclasses.dataclass(frozen=True, slots=True)
 class Row:
     label: str
-    """The row's label in the README's table."""
+    """The row's label in the recipe table."""
     recipe: Any
     """An :class:`agent.quantize.recipe.Recipe`."""
 
 
 def rows() -> list[Row]:
-    """The README's recipe-search rows, in its order (min/max calibration unless noted)."""
+    """The recipe-search rows, in the table's order (min/max calibration unless noted)."""
     from agent.quantize.recipe import DEFAULT_RECIPE
 
     def only(pattern: str) -> tuple[str, ...]:
@@ -256,34 +259,6 @@ class Bench:
 # --- report --------------------------------------------------------------------------------
 
 
-def cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
-
-
-def table_row(label: str, result: dict[str, Any]) -> str:
-    if "error" in result:
-        error = result["error"]
-        return f"| {label} | failed: {cell(error[:200])} | - | - | - | - |"
-    quality, wer = result["quality"], result["wer"]
-    changed = result["durations_changed"]
-    if changed:
-        durations, snr, mel = f"**changed** ({changed}/{quality['sentences']})", "-", "-"
-    else:
-        snr = f"{quality['spectral_snr_db']['min']:.1f} dB"
-        mel = (f"{quality['mel_distance_db']['median']:.1f} / "
-               f"{quality['mel_distance_db']['max']:.1f} dB")
-        durations = "same"
-    return (f"| {label} | {result['speed']:.2f}x | {durations} | {snr} | {mel} | "
-            f"{wer['noise0'] * 100:.1f} / {wer['default_noise'] * 100:.1f} % |")
-
-
-def table(results: Sequence[dict[str, Any]]) -> str:
-    lines = ["| recipe (min/max unless noted) | speed | durations | spectral SNR min "
-             "| mel median / max | WER |", "|---|---|---|---|---|---|"]
-    lines += [table_row(cell(r["label"]), r) for r in results]
-    return "\n".join(lines)
-
-
 def header(bench: Bench, fp32_wer: dict[str, float], calibration_lines: int) -> str:
     import onnxruntime
 
@@ -354,7 +329,7 @@ def main() -> int:
     parser.add_argument("--calibration", type=positive, help="first N calibration sentences")
     parser.add_argument("--threads", type=positive, default=1, help="intra-op threads")
     parser.add_argument("--reps", type=positive, default=1, help="timing passes per recipe")
-    parser.add_argument("--json", type=Path, help="also write the raw results here")
+    add_json_option(parser, "quant_recipes")
     args = parser.parse_args()
 
     from agent.logs import configure_logging
@@ -379,11 +354,9 @@ def main() -> int:
     print(table(results))
     print()
     print(f"speed = fp32 time / int8 time, median over inputs; {elapsed / 60:.1f} min in all")
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        report = {"header": title, "fp32_wer": fp32_wer,
-                  "threads": args.threads, "seconds": round(elapsed, 1), "recipes": results}
-        args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    report = {"header": title, "fp32_wer": fp32_wer,
+              "threads": args.threads, "seconds": round(elapsed, 1), "recipes": results}
+    write_result("quant_recipes", record(fp32_wer, results), args, raw=report)
     return 0
 
 

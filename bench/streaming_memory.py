@@ -1,6 +1,6 @@
 """What the streaming, window and cache choices cost and buy, on the real voice (int8).
 
-    .venv/bin/python bench/streaming_memory.py [--threads 1,2] [--reps 2]
+    .venv/bin/python bench/streaming_memory.py [--threads 1,2] [--reps 2] [--json PATH]
 
 Every figure comes from a fresh Python process, so memory peaks never mix:
 
@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import daemon_startup
+from results import Figures, add_json_option, write_result
 from workload import BUNDLE, HELDOUT, PARAGRAPH, ROOT, read_lines, status_kib
 
 sys.path.insert(0, str(ROOT))
@@ -90,9 +91,11 @@ def child_startup(cache: Path, inline_weights: bool, overlap: bool = False) -> d
 
     steps["import onnxruntime"] = time.perf_counter() - mark
     mark = time.perf_counter()
-    from agent import onnx_session
+    from agent.hardware.runtime import RuntimeOptions
     from agent.logs import configure_logging
+    from agent.voice import onnx_session
     from agent.voice.bundle import verify_bundle
+    from agent.voice.options import VoiceOptions
     from agent.voice.voice import Voice
 
     steps["import agent.voice.voice"] = time.perf_counter() - mark
@@ -100,9 +103,6 @@ def child_startup(cache: Path, inline_weights: bool, overlap: bool = False) -> d
     configure_logging("error")
     if inline_weights:
         onnx_session._EXTERNAL_MIN_BYTES = 1 << 40  # every weight inside the cached graph
-    from agent.hardware.runtime import RuntimeOptions
-    from agent.voice.options import VoiceOptions
-
     options = VoiceOptions(variant="int8", runtime=RuntimeOptions(optimized_cache_dir=cache))
     mark = time.perf_counter()
     if overlap:  # as shipped: Voice.load hashes while onnxruntime builds the session
@@ -130,6 +130,7 @@ def main() -> int:
     parser.add_argument("--threads", default="1,2", help="comma list (default 1,2)")
     parser.add_argument("--reps", type=int, default=2, help="passes over the sentences")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
+    add_json_option(parser, "streaming_memory")
     args = parser.parse_args()
     if args.child:
         kind, cache, *rest = args.child
@@ -148,31 +149,86 @@ def main() -> int:
         run_child("startup", str(warm), "data-file")  # fills the caches
         run_child("startup", str(inline), "inline")
         run_child("windows", str(warm), "1", "streaming off")  # caches the whole graph too
-        shipped = run_child("startup", str(warm), "data-file")
-        inside = run_child("startup", str(inline), "inline")
-        together = run_child("startup", str(warm), "overlap")
-        print("\nstart-up, cache warm (one process):")
-        for step, seconds in shipped["steps_s"].items():
-            print(f"  {step:<24} {seconds * 1000:6.0f} ms")
-        step = "sha256 check + session (together)"
-        print(f"  as Voice.load does it, hashing while the session builds: {step} "
-              f"{together['steps_s'][step] * 1000:.0f} ms")
-        print(f"  RSS after the imports {shipped['rss_imports_mib']:.0f} MiB, "
-              f"after the load {shipped['rss_loaded_mib']:.0f} MiB")
-        build = {n: r["steps_s"]["session from the cache"] for n, r in
-                 (("data file", shipped), ("inside", inside))}
-        print(f"\ncached weights in a data file of their own / inside the graph: session "
-              f"{build['data file'] * 1000:.0f} / {build['inside'] * 1000:.0f} ms, RSS at load "
-              f"{shipped['rss_loaded_mib']:.0f} / {inside['rss_loaded_mib']:.0f} MiB")
+        runs = {"first": first, "shipped": run_child("startup", str(warm), "data-file"),
+                "inside": run_child("startup", str(inline), "inline"),
+                "together": run_child("startup", str(warm), "overlap")}
+        print_startup(runs)
         print(f"\n{'setting':<28} {'threads':>7} {'1/RTF':>7} {'first audio':>12} "
               f"{'RSS loaded':>11} {'peak RSS':>9}")
+        windows = []
         for threads in (int(t) for t in args.threads.split(",")):
             for setting in WINDOWS:
                 row = run_child("windows", str(warm), str(threads), setting)
+                windows.append((threads, setting, row))
                 print(f"{setting:<28} {threads:>7} {1 / row['rtf']:>6.1f}x "
                       f"{row['first_audio_s'] * 1000:>9.0f} ms {row['rss_loaded_mib']:>7.0f} MiB "
                       f"{row['rss_peak_mib']:>5.0f} MiB")
+    write_result("streaming_memory", record(runs, windows), args,
+                 raw={**runs, "windows": [{"threads": t, "setting": s, **row}
+                                          for t, s, row in windows]})
     return 0
+
+
+TOGETHER = "sha256 check + session (together)"
+
+
+def print_startup(runs: dict[str, dict[str, Any]]) -> None:
+    """The warm start-up steps, the overlapped check and session, and the two cache formats."""
+    shipped, inside, together = runs["shipped"], runs["inside"], runs["together"]
+    print("\nstart-up, cache warm (one process):")
+    for step, seconds in shipped["steps_s"].items():
+        print(f"  {step:<24} {seconds * 1000:6.0f} ms")
+    print(f"  as Voice.load does it, hashing while the session builds: {TOGETHER} "
+          f"{together['steps_s'][TOGETHER] * 1000:.0f} ms")
+    print(f"  RSS after the imports {shipped['rss_imports_mib']:.0f} MiB, "
+          f"after the load {shipped['rss_loaded_mib']:.0f} MiB")
+    build = {n: r["steps_s"]["session from the cache"] for n, r in
+             (("data file", shipped), ("inside", inside))}
+    print(f"\ncached weights in a data file of their own / inside the graph: session "
+          f"{build['data file'] * 1000:.0f} / {build['inside'] * 1000:.0f} ms, RSS at load "
+          f"{shipped['rss_loaded_mib']:.0f} / {inside['rss_loaded_mib']:.0f} MiB")
+
+
+def record(runs: dict[str, dict[str, Any]],
+           windows: list[tuple[int, str, dict[str, Any]]]) -> Figures:
+    """Start-up steps, cache formats, first load and the window settings, as figures."""
+    figures = Figures()
+    shipped, inside, first = runs["shipped"], runs["inside"], runs["first"]
+    steps = {**shipped["steps_s"], TOGETHER: runs["together"]["steps_s"][TOGETHER]}
+    figures.table("Start-up with the optimised-model cache warm, step by step", ["step", "time"], [
+        [step, figures.add(f"startup.step_{n}", seconds * 1000, "ms",
+                           f"{step}, one fresh process (the last: as Voice.load runs them)")]
+        for n, (step, seconds) in enumerate(steps.items())])
+    session = "session from the cache"
+    figures.table("Where the cached weights live", ["", "session", "RSS at load"], [
+        ["in a data file of their own (shipped)",
+         figures.add("cache.data_file.session", shipped["steps_s"][session] * 1000, "ms",
+                     "session from the cache, weights in a data file"),
+         figures.add("cache.data_file.rss", shipped["rss_loaded_mib"], "MiB", "RSS after load")],
+        ["inside the graph",
+         figures.add("cache.inside.session", inside["steps_s"][session] * 1000, "ms",
+                     "session from the cache, weights inside the graph"),
+         figures.add("cache.inside.rss", inside["rss_loaded_mib"], "MiB", "RSS after load")]])
+    figures.add("startup.rss_imports", shipped["rss_imports_mib"], "MiB", "RSS after the imports")
+    figures.add("first_load.session", first["steps_s"][session], "s",
+                "first load with an empty cache (builds the switchable graph)")
+    figures.add("first_load.rss_peak", first["rss_peak_mib"], "MiB", "peak RSS of the first load")
+    rows: list[list[str | None]] = []
+    for threads, setting, row in windows:
+        key = f"windows.{threads}.{list(WINDOWS).index(setting)}"
+        label = f"{setting}, {threads} thr"
+        rows.append([label,
+                     figures.add(f"{key}.speed", 1 / row["rtf"], "x",
+                                 f"{label}: audio s per s of compute, median over sentences"),
+                     figures.add(f"{key}.first_audio", row["first_audio_s"] * 1000, "ms",
+                                 f"{label}: first audio of the paragraph, median of 5"),
+                     figures.add(f"{key}.rss_loaded", row["rss_loaded_mib"], "MiB",
+                                 f"{label}: peak RSS after load"),
+                     figures.add(f"{key}.rss_peak", row["rss_peak_mib"], "MiB",
+                                 f"{label}: peak RSS after the paragraph and longest sentence")])
+    figures.table("Streaming windows (int8)", ["setting", "1/RTF", "first audio", "RSS loaded",
+                                               "peak RSS"], rows)
+    return figures
 
 
 if __name__ == "__main__":
