@@ -124,8 +124,9 @@ def verify_bundle(bundle_dir: Path, variant: str | None = None) -> Bundle:
     """Check the bundle's files against the manifest (size, then sha256).
 
     With ``variant``, only the files that variant is loaded from (its model and the voice
-    config) are checked and listed in :attr:`Bundle.sha256`: a 60 MB fp32 model is not hashed
-    at every start of a device that runs the int8 one. Without it, every file is checked.
+    config) are checked and listed in :attr:`Bundle.sha256`: the fp32 model, the bundle's
+    largest file, is not hashed at every start of a device that runs the int8 one. Without it,
+    every file is checked.
     """
     bundle = read_bundle(bundle_dir, variant)
     check_sha256(bundle)

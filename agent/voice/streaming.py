@@ -56,8 +56,8 @@ measures both)."""
 MAX_PAD = 64
 """Most latent frames of context searched for on each side of a window."""
 MIN_REFERENCE_PEAK = 0.25
-"""A window quieter than this does not raise the gain further (Piper voices peak at ~0.3-0.75
-per sentence), so a soft first syllable is not blown up to full scale."""
+"""A window quieter than this does not raise the gain further (a Piper voice's sentences peak
+well above it), so a soft first syllable is not blown up to full scale."""
 RAMP_S = 0.005
 """Length of the gain ramp when a louder window lowers the gain."""
 
