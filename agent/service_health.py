@@ -149,10 +149,12 @@ def audio_section(player: AudioPlayer, pcm: str) -> AudioSection:
 def mqtt_section(client: MqttClient | None, mqtt: MqttSettings) -> MqttSection:
     if client is None:
         return {"enabled": False, "connected": False}
+    problem = client.monitor.problem  # a session taken over again and again
     return {"enabled": True, "connected": client.connected,
             "reconnects": client.reconnects, "last_error": client.last_error,
             "broker": f"{mqtt.host}:{mqtt.port}", "tls": mqtt.tls,
-            "protocol": mqtt.protocol}
+            "protocol": mqtt.protocol, "takeovers": client.monitor.watch.takeovers,
+            "state": "degraded" if problem else "ok", "reason": problem}
 
 
 def queue_section(parts: ServiceParts) -> QueueSection:

@@ -273,8 +273,10 @@ class MqttSettings(_Section):
     intake_queue: int = Field(
         default=256, ge=1, le=100_000, description="Commands buffered between network and workers."
     )
-    reconnect_min_s: float = Field(default=1.0, gt=0, le=60,
-                                   description="First reconnect delay (s).")
+    reconnect_min_s: float = Field(
+        default=1.0, gt=0, le=60,
+        description="Longest wait between reconnect attempts in the first seconds of an "
+                    "outage (s, jittered); later waits double from it up to reconnect_max_s.")
     reconnect_max_s: float = Field(default=60.0, gt=0, le=3600,
                                    description="Longest reconnect delay (s).")
 

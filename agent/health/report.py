@@ -192,6 +192,12 @@ class MqttSection(TypedDict):
     broker: NotRequired[str]
     tls: NotRequired[bool]
     protocol: NotRequired[str]
+    takeovers: NotRequired[int]
+    """Connections another client with the same client id took from this one, since start."""
+    state: NotRequired[Literal["ok", "degraded"]]
+    """``degraded`` while the session is being taken over again and again (read by the rules;
+    a plain disconnect is ``connected: false``)."""
+    reason: NotRequired[str | None]
 
 
 class QueueSection(TypedDict):

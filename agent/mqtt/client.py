@@ -1,8 +1,8 @@
 """A paho-mqtt 2.x client that behaves well in a fleet.
 
-- How it connects (protocol, persistent session, TLS, credentials, Last Will) and the
-  jittered reconnect backoff are in :mod:`agent.mqtt.connect`. Our own network thread drives
-  paho's ``loop()``; paho's fixed-delay reconnect is off.
+- How it connects (protocol, persistent session, TLS, credentials, Last Will) is in
+  :mod:`agent.mqtt.connect`; when it retries, what it logs and how it sees a session taken
+  over, in :mod:`agent.mqtt.reconnect`. Our own network thread drives paho's ``loop()``.
 - A stable client id and QoS 1 subscriptions, re-made after every connect; with the
   persistent session, commands sent while the device was briefly away are delivered when it
   returns.
@@ -30,7 +30,8 @@ from paho.mqtt.properties import Properties
 from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from agent.logs import get_logger
-from agent.mqtt.connect import MAX_QUEUED_MESSAGES, Backoff, ClientConfigError, new_paho
+from agent.mqtt.connect import MAX_QUEUED_MESSAGES, ClientConfigError, new_paho
+from agent.mqtt.reconnect import Backoff, ConnectionMonitor
 from agent.mqtt.topics import Topic, TopicError, TopicFilter
 from agent.settings import MqttSettings
 
@@ -139,19 +140,18 @@ class MqttClient:
         self._on_message = on_message
         self._on_connected = on_connected
         self._persistent = persistent
-        self._backoff = backoff or Backoff.for_settings(settings)
+        self.monitor = ConnectionMonitor(settings, client_id,
+                                         backoff or Backoff.for_settings(settings))
         self._stop = threading.Event()
         self._abort = threading.Event()
         self._connected = threading.Event()
         self._ready = threading.Event()
         self._thread: threading.Thread | None = None
-        self._attempt = 0
         self._connects = 0
         self._pending_subs: set[int] = set()
         self._ack_lock = threading.Lock()
         self._ack_waiters: dict[int, threading.Event] = {}
         self._early_acks: set[int] = set()
-        self.last_error: str | None = None
         self.turns = 0
         """Turns of the network thread's loop: one per ``loop()`` pass, per slice of a backoff
         wait and per connect attempt (progress counter for the health watchdog)."""
@@ -189,6 +189,10 @@ class MqttClient:
     def alive(self) -> bool:
         """Whether the network thread runs (False before :meth:`start` and after :meth:`close`)."""
         return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def last_error(self) -> str | None:  # kept after recovery; never holds a secret
+        return self.monitor.last_error
 
     @property
     def reconnects(self) -> int:
@@ -248,19 +252,14 @@ class MqttClient:
 
     def _run(self) -> None:
         """Network thread: connect, run paho's loop, wait a jittered backoff, reconnect."""
-        settings = self.settings
         while not self._stop.is_set():
             self.turns += 1
             self.busy_since = time.monotonic()
+            self.monitor.attempting()
             try:
                 self._paho.reconnect()
-            except (OSError, ValueError) as exc:
-                self.last_error = f"{type(exc).__name__}: {exc}"
-                log.warning("mqtt_connect_failed", host=settings.host, port=settings.port,
-                            error=self.last_error, attempt=self._attempt)
             except Exception as exc:  # the network thread must survive anything
-                self.last_error = f"{type(exc).__name__}: {exc}"
-                log.exception("mqtt_connect_error")
+                self.monitor.attempt_failed(exc)
             else:
                 self.busy_since = None
                 self._loop_until_lost()
@@ -270,10 +269,7 @@ class MqttClient:
             self._ready.clear()
             if self._stop.is_set():
                 break
-            delay = self._backoff.delay(self._attempt)
-            log.info("mqtt_reconnect_wait", delay_s=round(delay, 3), attempt=self._attempt)
-            self._attempt += 1
-            self._wait_backoff(delay)
+            self._wait_backoff(self.monitor.next_delay())
         log.debug("mqtt_network_thread_done")
 
     def _wait_backoff(self, delay: float) -> None:
@@ -294,20 +290,20 @@ class MqttClient:
             try:
                 rc = self._paho.loop(_LOOP_TIMEOUT_S)
             except Exception as exc:  # e.g. an SSL error paho does not map: reconnect
-                self.last_error = f"{type(exc).__name__}: {exc}"
-                log.exception("mqtt_loop_error")
+                self.monitor.loop_failed(exc, was_connected=self._connected.is_set())
                 return
+            if self._connected.is_set():
+                self.monitor.tick()
 
     def _handle_connect(self, client: paho.Client, userdata: Any, flags: paho.ConnectFlags,
                         reason: Any, properties: Any) -> None:
         """Network thread: CONNACK received."""
         if reason.is_failure:
-            self.last_error = f"connection refused: {reason}"
-            log.error("mqtt_connect_refused", host=self.settings.host, reason=str(reason))
+            self.monitor.refused(reason)
             return
-        self._attempt = 0
         self._connects += 1
         self._connected.set()
+        self.monitor.connected()
         log.info("mqtt_connected", host=self.settings.host, port=self.settings.port,
                  session_present=flags.session_present, reconnects=self.reconnects,
                  protocol=self.settings.protocol)
@@ -353,9 +349,9 @@ class MqttClient:
         self._connected.clear()
         self._ready.clear()
         self._pending_subs.clear()
-        if was_connected and not self._stop.is_set():
-            self.last_error = f"connection lost: {reason}"
-            log.warning("mqtt_disconnected", reason=str(reason))
+        if not self._stop.is_set():
+            self.monitor.lost(reason, was_connected=was_connected,
+                              from_server=bool(flags.is_disconnect_packet_from_server))
 
     def _handle_publish(self, client: paho.Client, userdata: Any, mid: int,
                         reason: Any, properties: Any) -> None:

@@ -9,8 +9,9 @@ reconnect policy.
   ``password`` or ``password_file`` (systemd credentials) and is never logged.
 - The Last Will, set once; paho sends it with every connect.
 - Every socket write happens on the network thread, and Nagle's algorithm is off.
-- Reconnect with exponential backoff and *full jitter* (:class:`Backoff`), so a fleet does not
-  stampede a restarted broker.
+- A hint for every way a connect can fail (:func:`failure_hint`, :func:`closed_hint`,
+  :func:`refusal_hint`): the setting to check, logged with the failure. When to retry is
+  :mod:`agent.mqtt.reconnect`'s job.
 
 Nothing here touches the network: :func:`new_paho` only prepares the client
 (``connect_async``); :class:`agent.mqtt.client.MqttClient`'s network thread connects.
@@ -19,7 +20,7 @@ Nothing here touches the network: :func:`new_paho` only prepares the client
 from __future__ import annotations
 
 import contextlib
-import random
+import errno
 import socket
 import ssl
 from typing import TYPE_CHECKING, Any
@@ -33,7 +34,8 @@ if TYPE_CHECKING:
     from agent.mqtt.client import OutboundMessage
     from agent.settings import MqttSettings
 
-__all__ = ["MAX_QUEUED_MESSAGES", "Backoff", "ClientConfigError", "new_paho"]
+__all__ = ["MAX_QUEUED_MESSAGES", "ClientConfigError", "closed_hint", "failure_hint", "new_paho",
+           "refusal_hint"]
 
 MAX_QUEUED_MESSAGES = 1000
 """Outgoing QoS 1 messages paho keeps while the broker is unreachable; newer ones are dropped."""
@@ -41,35 +43,6 @@ MAX_QUEUED_MESSAGES = 1000
 
 class ClientConfigError(Exception):
     """The MQTT settings cannot be used (unreadable password file, bad certificate...)."""
-
-
-class Backoff:
-    """Exponential backoff with full jitter: attempt ``n`` waits ``U(0, min(cap, base*2**n))``.
-
-    Full jitter spreads a fleet's reconnects evenly over the window instead of letting every
-    device retry in lock-step after a broker restart.
-    """
-
-    def __init__(self, base_s: float, cap_s: float, rng: random.Random | None = None) -> None:
-        if base_s <= 0 or cap_s < base_s:
-            raise ValueError("backoff needs 0 < base <= cap")
-        self.base_s = base_s
-        self.cap_s = cap_s
-        self._rng = rng or random.Random()  # noqa: S311 - jitter, not cryptography
-
-    @classmethod
-    def for_settings(cls, settings: MqttSettings) -> Backoff:
-        """``mqtt.reconnect_min_s`` .. ``mqtt.reconnect_max_s`` (a smaller max counts as min)."""
-        return cls(settings.reconnect_min_s,
-                   max(settings.reconnect_min_s, settings.reconnect_max_s))
-
-    def ceiling(self, attempt: int) -> float:
-        """The upper bound of the wait before retry ``attempt`` (0-based)."""
-        return min(self.cap_s, self.base_s * 2.0 ** min(attempt, 62))
-
-    def delay(self, attempt: int) -> float:
-        """A random wait in ``[0, ceiling(attempt)]``."""
-        return self._rng.uniform(0.0, self.ceiling(attempt))
 
 
 def _tls_context(settings: MqttSettings) -> ssl.SSLContext:
@@ -150,3 +123,61 @@ def _no_delay(client: paho.Client, userdata: Any, sock: Any) -> None:
     """
     with contextlib.suppress(OSError, AttributeError):  # not a TCP socket: nothing to tune
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+_REFUSAL_HINTS = {
+    0x84: "the broker does not speak this MQTT version: try mqtt.protocol = \"3.1.1\"",
+    0x85: "the broker rejects the client id: set mqtt.client_id",
+    0x86: "check mqtt.username and mqtt.password (or mqtt.password_file)",
+    0x87: "the broker does not allow this client: check mqtt.username and the broker's ACL",
+    0x88: "the broker is not ready yet; the agent keeps retrying",
+    0x89: "the broker is busy; the agent keeps retrying",
+    0x8A: "the broker banned this client: see the broker's log",
+}
+
+
+def failure_hint(exc: BaseException, settings: MqttSettings) -> str:
+    """What to check when the TCP or TLS connect to the broker raised ``exc``."""
+    where = f"{settings.host}:{settings.port}"
+    text = str(exc).lower()
+    reset = isinstance(exc, (ConnectionResetError, ConnectionAbortedError, BrokenPipeError))
+    cases = (
+        (isinstance(exc, ssl.SSLCertVerificationError),
+         f"the broker's certificate is not trusted or not made for {settings.host}: "
+         "check mqtt.ca_file and mqtt.host"),
+        ("certificate required" in text or "certificate_required" in text,
+         "the broker requires a client certificate: set mqtt.cert_file and mqtt.key_file"),
+        (isinstance(exc, ssl.SSLError) or (settings.tls and reset),
+         f"the TLS handshake with {where} failed: is it a TLS listener? "
+         "(a plain MQTT port needs mqtt.tls = false)"),
+        (isinstance(exc, ConnectionRefusedError),
+         f"connection refused: is the broker running on {where}? check mqtt.host and mqtt.port"),
+        (isinstance(exc, socket.gaierror),
+         f"cannot resolve {settings.host!r}: check mqtt.host and the DNS set-up"),
+        (isinstance(exc, TimeoutError),
+         f"no answer from {where}: check mqtt.host, mqtt.port and firewalls"),
+        (reset, f"{where} reset the connection: is it an MQTT port? "
+                "(a TLS listener needs mqtt.tls = true)"),
+        (isinstance(exc, OSError) and exc.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH),
+         f"no route to {settings.host}: check the network"),
+    )
+    return next((hint for matches, hint in cases if matches),
+                f"check that an MQTT broker listens on {where} (mqtt.host, mqtt.port, mqtt.tls)")
+
+
+def closed_hint(settings: MqttSettings) -> str:
+    """What to check when the broker closed the connection before answering CONNECT."""
+    where = f"{settings.host}:{settings.port}"
+    if not settings.tls:
+        return (f"{where} closed the connection before answering CONNECT: is this a TLS port? "
+                "set mqtt.tls = true (and mqtt.ca_file); else check that it is an MQTT port")
+    return (f"{where} closed the connection before answering CONNECT: check mqtt.port, "
+            "mqtt.protocol and, if the broker asks for one, the client certificate "
+            "(mqtt.cert_file, mqtt.key_file)")
+
+
+def refusal_hint(reason: Any, settings: MqttSettings) -> str:
+    """What to check when the broker answered CONNECT with a failure ``reason`` code."""
+    return _REFUSAL_HINTS.get(getattr(reason, "value", None) or 0,
+                              f"the broker at {settings.host}:{settings.port} refused the "
+                              "connection: its log says why")
