@@ -216,6 +216,13 @@ class AudioSettings(_Section):
         description="Synthesized audio one request may hold ahead of playback (s); "
         "the producer waits when it is full.",
     )
+    device_timeout_s: float = Field(
+        default=5.0, ge=0.1, le=600.0,
+        description="Longest wait for one ALSA call (s; writes, stops and closes also get "
+        "the buffer's length). The PCM runs in a helper process: an open that takes longer "
+        "fails (the device is degraded) and is collected when it completes; any other call "
+        "that takes longer fails and the helper is replaced. Keep it below `health.stall_s`.",
+    )
 
     def with_profile(self, profile: AudioProfile) -> AudioSettings:
         """These settings with a hardware profile's ``[audio]`` section applied.

@@ -9,9 +9,15 @@ channel count and sample format, and the player converts in software
 
 The PCM is opened non-blocking, so opening a device another program holds fails
 at once instead of hanging the player, and a full buffer makes
-:meth:`OutputDevice.write` wait in short steps. An underrun (EPIPE) is counted and
-the same data written again after pyalsaaudio re-prepares the stream; every other
-ALSA failure (device unplugged, I/O error, stalled device) becomes
+:meth:`OutputDevice.write` wait in short steps. ``open_output`` makes the PCM with
+``alsaaudio.PCM`` in this process unless it is given an ``opener``: the player passes
+:meth:`agent.audio.pcm_host.PcmHost.open_pcm`, which runs the PCM in a helper process,
+because pyalsaaudio holds the interpreter lock in most of its calls and a device that
+blocks in one (a named pipe nobody reads) would otherwise stop every thread.
+
+An underrun (EPIPE) is counted and the same data written again after pyalsaaudio
+re-prepares the stream; every other ALSA failure (device unplugged, I/O error, stalled
+device, a call that does not answer) becomes
 :class:`DeviceError`, after which the player closes the device and retries later.
 
 Every method runs on the player thread; an :class:`OutputDevice` is never shared.
@@ -23,6 +29,7 @@ import errno
 import math
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,16 +103,21 @@ def open_output(
     channels: int,
     period_frames: int | None = None,
     buffer_periods: int | None = None,
+    *,
+    opener: Callable[..., Any] | None = None,
 ) -> OutputDevice:
     """Open PCM ``name`` for playback, asking for ``rate``/``channels`` in S16_LE.
 
-    Raises :class:`DeviceError` when the device does not exist, is busy, refuses
-    every configuration, or grants a sample format we cannot write.
+    ``opener`` takes ``alsaaudio.PCM``'s keyword arguments and returns an object with
+    its methods (default: ``alsaaudio.PCM`` itself). Raises :class:`DeviceError` when the
+    device does not exist, is busy, refuses every configuration, does not answer, or
+    grants a sample format we cannot write.
     """
     period = period_frames or default_period_frames(rate)
     periods = buffer_periods or DEFAULT_BUFFER_PERIODS
+    make = opener or alsaaudio.PCM
     try:
-        pcm = alsaaudio.PCM(
+        pcm = make(
             type=alsaaudio.PCM_PLAYBACK,
             mode=alsaaudio.PCM_NONBLOCK,
             device=name,

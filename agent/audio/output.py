@@ -12,6 +12,11 @@ open for ``audio.keep_open_s``. If the device cannot be opened or fails,
 :meth:`Output.fail` closes it, reports ``state: degraded`` with the reason, fails
 the utterances still in its buffer, and the device is retried every
 ``audio.reopen_interval_s``; the state is ``ok`` again once it can play.
+
+The PCM itself lives in a helper process (:mod:`agent.audio.pcm_host`): every ALSA call
+waits for it without holding the interpreter lock and at most ``audio.device_timeout_s``,
+so a device that blocks (a named pipe nobody reads, a hung sound server) degrades the
+player and fails its utterances instead of stopping MQTT, health and the watchdog.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from agent.audio.device import DeviceError, DeviceParams, OutputDevice, open_out
 from agent.audio.events import PlayerEvents
 from agent.audio.format import AudioFormat
 from agent.audio.item import EventKind
+from agent.audio.pcm_host import PcmHost
 from agent.audio.stats import PlayerBook
 from agent.audio.utterance import Mark, Utterance
 from agent.audio.volume import PlayerVolume
@@ -62,6 +68,7 @@ class Output:
         self._idle_since = time.monotonic()
         self._retry_at: float | None = None
         self._last_format = _PROBE_FORMAT
+        self._host = PcmHost(settings.device_timeout_s)
 
     @property
     def has_marks(self) -> bool:
@@ -171,7 +178,7 @@ class Output:
         try:
             device: OutputDevice = self.call(
                 open_output, settings.device, want[0], want[1],
-                settings.period_frames, settings.buffer_periods,
+                settings.period_frames, settings.buffer_periods, opener=self._host.open_pcm,
             )
         except DeviceError as exc:
             self._set_degraded(str(exc))
@@ -223,6 +230,13 @@ class Output:
         self.call(device.close)
         self._book.set_device(None)
 
+    def shutdown(self) -> None:
+        """At the player's end: close the device and end its helper process."""
+        try:
+            self.close()
+        finally:
+            self.call(self._host.shutdown)
+
     def reset(self) -> None:
         """After an unexpected error: close the device, whatever state it is in."""
         try:
@@ -269,8 +283,8 @@ class Output:
         """How long to wait for the producer before checking the stream again (s)."""
         return float(self.device.params.period_s) if self.device is not None else 0.02
 
-    def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+    def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Run an ALSA call, recording when it started (for stall detection)."""
         with self._book.busy():
-            return fn(*args)
+            return fn(*args, **kwargs)
 

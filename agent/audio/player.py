@@ -390,5 +390,5 @@ class AudioPlayer:
         self._events.emit_pending()
         for item in self._queue.take_all():
             self._events.finish(item, "interrupted", "player closed")
-        self._output.close()
+        self._output.shutdown()
         self._device_volume.close()

@@ -71,6 +71,18 @@ class AlsaConfig:
         self.write()
         return sink
 
+    def add_pipe(self, name: str) -> Path:
+        """Define PCM ``name`` writing into a named pipe that nobody reads yet; returns its path.
+
+        alsa-lib's file plugin opens its file when the PCM is configured, with a plain
+        blocking ``open()``: opening this PCM blocks until the test opens the reading end.
+        """
+        path = self.directory / f"{name}.pipe"
+        os.mkfifo(path)
+        self._pcms[name] = _file_pcm(path, truncate=True)
+        self.write()
+        return path
+
     def add_plug(self, name: str, slave: str, rate: int, channels: int) -> None:
         """Define PCM ``name``: ALSA's plug converter in front of ``slave`` at rate/channels."""
         self._pcms[name] = (
