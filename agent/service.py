@@ -39,6 +39,7 @@ from agent.logs import get_logger
 from agent.mqtt.client import MqttClient, OutboundMessage
 from agent.mqtt.dispatch import Dispatcher
 from agent.mqtt.intake import Intake, Request
+from agent.mqtt.journal import RequestJournal
 from agent.mqtt.protocol import (
     ModelEvent,
     PingStatus,
@@ -47,6 +48,7 @@ from agent.mqtt.protocol import (
     to_payload,
 )
 from agent.mqtt.publisher import EventPublisher, OfflinePublisher
+from agent.mqtt.recovery import answer_journalled
 from agent.mqtt.topics import Namespace
 from agent.mqtt.tracker import RequestTracker
 from agent.pipeline.jobs import JobQueue
@@ -148,7 +150,8 @@ class AgentService:
                                      retain=True),
             )
         self.publisher = EventPublisher(self.client or OfflinePublisher(), self.topics)
-        self.tracker = RequestTracker(self.publisher, recorder=self.health)
+        self.journal = RequestJournal.for_settings(settings)
+        self.tracker = RequestTracker(self.publisher, recorder=self.health, observer=self.journal)
         self.requests: queue.Queue[Request] = queue.Queue(maxsize=mqtt.intake_queue)
         self.intake = Intake(
             topics=self.topics, groups=tuple(mqtt.groups), tracker=self.tracker,
@@ -197,6 +200,9 @@ class AgentService:
             log.info("default_voice_ready", voice=voice.name, version=voice.version)
         except (VoiceNotFound, VoiceLoadError) as exc:
             log.error("default_voice_unavailable", error=str(exc))
+        # Before the dispatcher runs: answer (or queue again) what an earlier run left unfinished.
+        answer_journalled(self.journal, self.tracker, self.jobs, self.settings,
+                          reply_allowed=self.topics.reply_allowed)
         self.player.start()
         self.worker.start()
         self.dispatcher.start()
@@ -270,6 +276,7 @@ class AgentService:
             self.warmer.stop(_JOIN_S)
         for request_id in self.tracker.open_ids():
             self.tracker.finish(request_id, "interrupted", reason="agent stopping")
+        self.journal.close()
         self.reporter.stop(_JOIN_S)
         if self.client is not None:
             self.client.close(_JOIN_S, final=self.publisher.presence_message(

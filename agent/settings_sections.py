@@ -25,6 +25,7 @@ __all__ = [
     "AudioSettings",
     "CacheSettings",
     "HealthSettings",
+    "JournalSettings",
     "LogSettings",
     "ModelSettings",
     "MqttSettings",
@@ -238,6 +239,25 @@ class AudioSettings(_Section):
         })
 
 
+class JournalSettings(_Section):
+    """The request journal (:mod:`agent.mqtt.journal`; not systemd's journal)."""
+
+    enabled: bool = Field(
+        default=True, description="Keep accepted, unfinished speak requests on disk, so that each "
+        "gets its final event after a crash (`failed`, `agent restarted`, unless replayed).")
+    file: Path | None = Field(
+        default=None, description="The journal file; default <cache.dir>/requests.journal.")
+    replay: bool = Field(
+        default=False, description="After a crash, play again each journalled request that had "
+        "not begun and has not expired (the text is then kept in the journal).")
+    max_entries: int = Field(
+        default=1024, ge=1, le=100_000, description="Most unfinished requests journalled; a "
+        "speak request beyond it is rejected (busy).")
+    max_bytes: int = Field(
+        default=4 * 1024 * 1024, ge=4096, le=1 << 30, description="Most bytes of unfinished "
+        "requests journalled; a speak request beyond it is rejected (busy).")
+
+
 class MqttSettings(_Section):
     enabled: bool = Field(default=True, description="Connect to an MQTT broker.")
     host: str = Field(default="localhost", min_length=1, max_length=253, description="Broker host.")
@@ -286,6 +306,8 @@ class MqttSettings(_Section):
                     "outage (s, jittered); later waits double from it up to reconnect_max_s.")
     reconnect_max_s: float = Field(default=60.0, gt=0, le=3600,
                                    description="Longest reconnect delay (s).")
+    journal: JournalSettings = Field(default_factory=JournalSettings,
+                                     description="The request journal.")
 
     @field_validator("groups")
     @classmethod

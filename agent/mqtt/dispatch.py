@@ -28,7 +28,7 @@ from agent.mqtt.protocol import (
     StopCommand,
     VolumeCommand,
 )
-from agent.mqtt.tracker import RequestTracker
+from agent.mqtt.tracker import OpenRefused, RequestTracker
 from agent.pipeline.jobs import JobQueue, SpeakJob, SpeakRequest
 
 __all__ = ["Controls", "Dispatcher", "ReloadError", "speak_deadline", "speak_request"]
@@ -192,9 +192,14 @@ class Dispatcher:
             return
         job = SpeakJob(request.id, speak_request(command), deadline)
         pending = self.tracker.pending()
-        if not self.tracker.open(request.id, request.name, reply=request.reply,
-                                 hermes=request.hermes, voice=voice, priority=command.priority,
-                                 pending=pending):
+        try:  # the request journal may refuse it (full, or it cannot be written)
+            opened = self.tracker.open(request.id, request.name, reply=request.reply,
+                                       hermes=request.hermes, subject=job, voice=voice,
+                                       priority=command.priority, pending=pending)
+        except OpenRefused as exc:
+            self._done(request, "rejected", reason=str(exc))
+            return
+        if not opened:
             self._done(request, "rejected", reason=f"id {request.id!r} is already in progress")
             return
         self.jobs.put(job)

@@ -282,6 +282,9 @@ class CommandEvent(EventBase):
     pending: int | None = Field(default=None, description="Requests ahead when accepted.")
     audio_s: float | None = Field(default=None, description="Seconds of audio played.")
     synthesis_ms: float | None = Field(default=None, description="Time spent synthesizing (ms).")
+    replayed: bool | None = Field(
+        default=None, description="True on the events of a request queued again from the "
+        "request journal after a restart (mqtt.journal.replay).")
     volume: float | None = None
     voices: list[str] | None = None
     status: PingStatus | None = None

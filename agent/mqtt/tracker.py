@@ -15,6 +15,11 @@ worker's ``synthesis_ms`` note), audio length (the final event's ``audio_s``) an
 first audio (from ``accepted`` to ``started``). Speak commands refused before acceptance
 count as their outcome (``rejected``, ``expired``) without timings.
 
+An optional ``observer`` (:class:`RequestObserver`, the daemon's
+:class:`agent.mqtt.journal.RequestJournal`) is told, under the lock and before the event that
+follows leaves, when a speak request opens (it may refuse it), when the pipeline first notes it
+and when it ends.
+
 Thread-safe; called from the MQTT network thread, the dispatcher, the synthesis worker and the
 player thread. Events are published under the lock so they leave in the order decided here;
 the recorder is called under it too, on the thread that ended the request, just before the
@@ -34,11 +39,11 @@ from agent.mqtt.hermes import HermesOrigin
 from agent.mqtt.protocol import FINAL_EVENTS, CommandEvent, EventName
 from agent.mqtt.publisher import EventPublisher, ReplyRoute
 
-__all__ = ["RequestRecorder", "RequestTracker"]
+__all__ = ["OpenRefused", "RequestObserver", "RequestRecorder", "RequestTracker"]
 
 log = get_logger(__name__)
 
-_STICKY_FIELDS = ("voice", "version", "priority", "synthesis_ms")
+_STICKY_FIELDS = ("voice", "version", "priority", "synthesis_ms", "replayed")
 """Fields remembered from earlier events of a request and repeated in its final event."""
 _RECORDED = frozenset({"finished", "failed", "rejected", "expired", "interrupted"})
 """Final events that count as a request outcome for the recorder."""
@@ -51,6 +56,31 @@ class RequestRecorder(Protocol):
     def record_request(self, outcome: Any, *, synthesis_s: float | None = None,
                        audio_s: float | None = None,
                        first_audio_s: float | None = None) -> None: ...
+
+
+class OpenRefused(Exception):
+    """Raised by an observer's ``opened``: the request must not be accepted; the message is
+    the reason to reject it with."""
+
+
+class RequestObserver(Protocol):
+    """Told about tracked requests under the tracker's lock, before the event that follows
+    leaves. See the module docstring."""
+
+    def opened(self, request_id: str, command: str, *, reply: ReplyRoute | None,
+               hermes: HermesOrigin | None, subject: object) -> None:
+        """Before ``accepted``; raise :class:`OpenRefused` to refuse the request. ``subject``
+        is what :meth:`RequestTracker.open` was given (the dispatcher's speak job)."""
+        ...
+
+    def noted(self, request_id: str) -> None:
+        """The pipeline noted facts of an open request (the synthesis worker does when it
+        takes the request up, before the player has it)."""
+        ...
+
+    def closed(self, request_id: str, event: EventName) -> None:
+        """Before the request's final event."""
+        ...
 
 
 @dataclass
@@ -74,9 +104,11 @@ class RequestTracker:
     """
 
     def __init__(self, publisher: EventPublisher, *, recorder: RequestRecorder | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 observer: RequestObserver | None = None) -> None:
         self.publisher = publisher
         self.recorder = recorder
+        self.observer = observer
         self._clock = clock
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
@@ -85,11 +117,15 @@ class RequestTracker:
         self.failed = 0
 
     def open(self, request_id: str, command: str, *, reply: ReplyRoute | None = None,
-             hermes: HermesOrigin | None = None, **fields: Any) -> bool:
-        """Start tracking a request and publish ``accepted``; False if the id is already open."""
+             hermes: HermesOrigin | None = None, subject: object = None, **fields: Any) -> bool:
+        """Start tracking a request and publish ``accepted``; False if the id is already open.
+        Raises :class:`OpenRefused` (nothing published) when the observer refuses it."""
         with self._lock:
             if request_id in self._open:
                 return False
+            if self.observer is not None:
+                self.observer.opened(request_id, command, reply=reply, hermes=hermes,
+                                     subject=subject)
             entry = _Open(command, reply, hermes,
                           {k: v for k, v in fields.items() if k in _STICKY_FIELDS},
                           opened_at=self._clock())
@@ -121,6 +157,8 @@ class RequestTracker:
             entry = self._open.get(request_id)
             if entry is not None:
                 entry.fields.update(fields)
+                if self.observer is not None:
+                    self.observer.noted(request_id)
 
     def progress(self, request_id: str, event: EventName, **fields: Any) -> bool:
         """Publish a non-final event for an open request; False if it is no longer open."""
@@ -148,6 +186,8 @@ class RequestTracker:
                 self.served += 1
             else:
                 self.failed += 1
+            if self.observer is not None:
+                self.observer.closed(request_id, event)
             self._record(entry, event, fields)
             self._publish(request_id, entry, event, fields)
             if not self._open:

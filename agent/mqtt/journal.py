@@ -1,0 +1,320 @@
+"""The request journal: accepted, unfinished speak requests kept on disk across a crash.
+
+The tracker (:class:`agent.mqtt.tracker.RequestTracker`) tells the journal, as its observer,
+when a speak request opens, when the synthesis worker takes it up and when it ends. After a
+crash, :func:`agent.mqtt.recovery.answer_journalled` gives every request left in the journal
+its final event (or, with ``mqtt.journal.replay``, queues it again) before any new command.
+
+The file (``mqtt.journal.file``, default ``<cache.dir>/requests.journal``) is append-only, one
+JSON record per line (:mod:`agent.mqtt.journal_records`): ``open`` with what is needed to
+answer the request (reply route, Hermes origin, accepted time, deadline) and, only with replay
+on, what to say; ``begun`` (replay on only) once the worker took it up, before the player had
+it, so it may have been heard and is never played again; ``close`` when it ends.
+
+Durability: an ``open`` record is written and ``fdatasync``-ed before ``accepted`` leaves; a
+refusal to write (full, or an I/O error) rejects the request instead. ``begun`` is synced
+before the player gets the request; a ``close`` of a request that could otherwise be replayed
+is synced before its final event; other ``close`` records are written at once (a killed process
+loses nothing written) and synced with the next sync. So a power cut, unlike a crash, can make
+a request answered just before it be answered again with ``failed``; it is never played twice.
+
+Bounds: at most ``max_entries`` unfinished requests and ``max_bytes`` of their records; a speak
+request beyond either is rejected (``busy: request journal full``). The file is compacted
+(rewritten atomically with only the unfinished requests) when it grows past twice their size,
+and emptied when none is left, so it stays within about twice ``max_bytes``.
+
+Loading: a torn last line (a write cut by the crash) is ignored; any other unreadable content,
+or a file that is not a regular file, is logged, moved aside to ``<file>.corrupt`` (replacing an
+older one) and the records that could be read are still answered. A journal that cannot be
+opened at all is logged and switched off: the agent starts and serves, without it.
+
+Threads: the tracker calls it under its own lock (dispatch, synthesis and player threads; never
+the MQTT network thread, which only ever waits for that lock); :meth:`RequestJournal.load` and
+:meth:`RequestJournal.close` run on the main thread.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import threading
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from agent.audio.item import PRIORITIES
+from agent.fsutil import atomic_write
+from agent.logs import get_logger
+from agent.mqtt.journal_records import JournalEntry, mark, parse
+from agent.mqtt.tracker import OpenRefused
+from agent.pipeline.jobs import SpeakJob
+
+if TYPE_CHECKING:
+    from agent.mqtt.hermes import HermesOrigin
+    from agent.mqtt.protocol import EventName
+    from agent.mqtt.publisher import ReplyRoute
+    from agent.settings import Settings
+
+__all__ = ["JOURNAL_NAME", "Replay", "RequestJournal"]
+
+log = get_logger(__name__)
+
+JOURNAL_NAME = "requests.journal"
+"""The journal's file name in ``cache.dir`` when ``mqtt.journal.file`` is unset."""
+COMPACT_MIN_BYTES = 64 * 1024
+"""The file is not compacted below this size."""
+_NAMES = {level: name for name, level in PRIORITIES.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """The tracker's ``subject`` for a request queued again from the journal."""
+
+    job: SpeakJob
+    replays: int
+    accepted_at: float
+    """Unix time the request was first accepted (s)."""
+
+
+class RequestJournal:
+    """The journal file and the unfinished requests in it. See the module docstring.
+
+    ``keep_speak`` (replay on) stores what to say and the ``begun`` marks. A journal made with
+    ``enabled=False`` never touches the disk (:meth:`load` returns nothing).
+    """
+
+    def __init__(self, path: Path, *, max_entries: int, max_bytes: int,
+                 keep_speak: bool = False, enabled: bool = True) -> None:
+        self.path = path
+        self.enabled = enabled
+        self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self.keep_speak = keep_speak
+        self._lock = threading.Lock()
+        self._live: dict[str, JournalEntry] = {}
+        self._sizes: dict[str, int] = {}
+        self._live_bytes = 0
+        self._file_bytes = 0
+        self._fd: int | None = None
+        self._loaded = False
+        """Loaded and open for appending; a descriptor lost since then refuses requests."""
+        self.refused = 0
+        """Requests refused because the journal was full or could not be written."""
+
+    @classmethod
+    def for_settings(cls, settings: Settings) -> RequestJournal:
+        """The journal ``mqtt.journal`` asks for, not yet loaded."""
+        journal = settings.mqtt.journal
+        return cls(journal.file or settings.cache.dir / JOURNAL_NAME,
+                   max_entries=journal.max_entries, max_bytes=journal.max_bytes,
+                   keep_speak=journal.replay, enabled=journal.enabled)
+
+    @property
+    def active(self) -> bool:
+        """Loaded and writable (False before :meth:`load`, after a failed one, after close)."""
+        return self._fd is not None
+
+    def entries(self) -> list[JournalEntry]:
+        """The unfinished requests, in the order accepted."""
+        with self._lock:
+            return list(self._live.values())
+
+    # -- main thread ----------------------------------------------------------------------
+
+    def load(self) -> list[JournalEntry]:
+        """Read what an earlier run left (see the module docstring), keep it, open the file
+        for appending; the requests left unfinished. When the file cannot be read the journal
+        stays off (logged) and nothing is returned; when it can be read but not rewritten,
+        what it holds is returned all the same (better answered twice than never)."""
+        if not self.enabled:
+            return []
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            data, problem = self._read()
+        except OSError as exc:
+            log.error("request_journal_unavailable", path=str(self.path), error=str(exc),
+                      hint="requests are served but not kept across a crash")
+            return []
+        entries, bad, torn = parse(data)
+        if torn:
+            log.warning("request_journal_torn_tail", path=str(self.path))
+        if entries:
+            log.warning("request_journal_left_over", requests=len(entries))
+        with self._lock:
+            self._live = entries
+            self._sizes = {key: len(entry.record()) for key, entry in entries.items()}
+            self._live_bytes = sum(self._sizes.values())
+            try:
+                if problem is not None or bad:
+                    aside = self.path.with_name(self.path.name + ".corrupt")
+                    log.error("request_journal_corrupt", path=str(self.path),
+                              moved_to=str(aside), problem=problem, unreadable_lines=bad,
+                              kept=len(entries))
+                    os.replace(self.path, aside)
+                self._rewrite()
+                self._loaded = True
+            except OSError as exc:
+                log.error("request_journal_unavailable", path=str(self.path), error=str(exc),
+                          hint="requests are served but not kept across a crash")
+                self._close_fd()
+        return list(entries.values())
+
+    def close(self) -> None:
+        """Sync and close the file (shutdown); emptied when nothing is left unfinished."""
+        with self._lock:
+            if self._fd is None:
+                return
+            try:
+                if not self._live:
+                    os.ftruncate(self._fd, 0)
+                os.fsync(self._fd)
+            except OSError as exc:
+                log.error("request_journal_close_failed", error=str(exc))
+            self._close_fd()
+            self._loaded = False
+
+    def _read(self) -> tuple[bytes, str | None]:
+        """The file's bytes (bounded) and what is wrong with it, if anything."""
+        limit = 2 * self.max_bytes + COMPACT_MIN_BYTES
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            return b"", None
+        except OSError as exc:
+            return b"", ("a symbolic link" if exc.errno == errno.ELOOP
+                         else f"unreadable: {exc.strerror or exc}")
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return b"", "not a regular file"
+            with os.fdopen(os.dup(fd), "rb") as handle:
+                data = handle.read(limit + 1)
+        except OSError as exc:
+            return b"", f"unreadable: {exc.strerror or exc}"
+        finally:
+            os.close(fd)
+        if len(data) > limit:
+            return data[:limit], f"larger than {limit} bytes"
+        return data, None
+
+    # -- the tracker's observer (under the tracker's lock) ---------------------------------
+
+    def opened(self, request_id: str, command: str, *, reply: ReplyRoute | None,
+               hermes: HermesOrigin | None, subject: object) -> None:
+        """Journal the request durably, or raise :class:`OpenRefused`."""
+        replays, accepted_at, job = 0, time.time(), subject
+        if isinstance(subject, Replay):
+            replays, accepted_at, job = subject.replays, subject.accepted_at, subject.job
+        deadline = speak = None
+        if isinstance(job, SpeakJob):
+            if job.deadline is not None:
+                deadline = time.time() + (job.deadline - time.monotonic())
+            if self.keep_speak and job.request.priority in _NAMES:
+                request = job.request
+                speak = {"text": request.text, "voice": request.voice,
+                         "priority": _NAMES[request.priority], "volume": request.volume,
+                         "speed": request.speed}
+        entry = JournalEntry(request_id, command, accepted_at, deadline, reply, hermes, speak,
+                             replays)
+        record = entry.record()
+        with self._lock:
+            if self._fd is None:
+                if self._loaded:  # the file could not be reopened after a compaction
+                    self.refused += 1
+                    raise OpenRefused("cannot journal the request: the journal file is lost")
+                return
+            self._check_room(request_id, len(record))
+            if self._file_bytes > max(COMPACT_MIN_BYTES, 2 * self._live_bytes):
+                self._compact()
+            self._append(record, sync=True, refuse=True)
+            self._live_bytes += len(record) - self._sizes.get(request_id, 0)
+            self._live.pop(request_id, None)
+            self._live[request_id] = entry
+            self._sizes[request_id] = len(record)
+
+    def noted(self, request_id: str) -> None:
+        """The worker took the request up: mark it begun (replay on only), durably."""
+        with self._lock:
+            entry = self._live.get(request_id)
+            if not self.keep_speak or entry is None or entry.begun or self._fd is None:
+                return
+            self._live[request_id] = replace(entry, begun=True)
+            self._append(mark("begun", request_id), sync=True)
+
+    def closed(self, request_id: str, event: EventName | None = None) -> None:
+        """The request ends: forget it (synced only when it could otherwise be replayed)."""
+        with self._lock:
+            entry = self._live.pop(request_id, None)
+            if entry is None or self._fd is None:
+                return
+            self._live_bytes -= self._sizes.pop(request_id, 0)
+            if not self._live and self._file_bytes > COMPACT_MIN_BYTES:
+                self._truncate()
+                return
+            replayable = entry.speak is not None and not entry.begun
+            self._append(mark("close", request_id), sync=replayable)
+
+    # -- file operations (journal lock held) ----------------------------------------------
+
+    def _check_room(self, request_id: str, size: int) -> None:
+        count = len(self._live) + (request_id not in self._live)
+        total = self._live_bytes - self._sizes.get(request_id, 0) + size
+        if count > self.max_entries or total > self.max_bytes:
+            self.refused += 1
+            log.warning("request_journal_full", id=request_id, requests=len(self._live),
+                        bytes=self._live_bytes)
+            raise OpenRefused(f"busy: request journal full ({len(self._live)} requests, "
+                              f"{self._live_bytes} bytes)")
+
+    def _append(self, record: bytes, *, sync: bool, refuse: bool = False) -> None:
+        fd = self._fd
+        if fd is None:
+            return
+        try:
+            view = memoryview(record)
+            while view:
+                written = os.write(fd, view)
+                self._file_bytes += written
+                view = view[written:]
+            if sync:
+                os.fdatasync(fd)
+        except OSError as exc:
+            log.error("request_journal_write_failed", path=str(self.path), error=str(exc))
+            if refuse:
+                self.refused += 1
+                raise OpenRefused(f"cannot journal the request: {exc.strerror or exc}") from exc
+
+    def _truncate(self) -> None:
+        """Nothing is unfinished: any state of the file reads as empty, so no sync is needed."""
+        if self._fd is None:
+            return
+        try:
+            os.ftruncate(self._fd, 0)
+            self._file_bytes = 0
+        except OSError as exc:
+            log.error("request_journal_write_failed", path=str(self.path), error=str(exc))
+
+    def _compact(self) -> None:
+        try:
+            self._rewrite()
+        except OSError as exc:  # keep appending to the old file
+            log.error("request_journal_compaction_failed", path=str(self.path), error=str(exc))
+
+    def _rewrite(self) -> None:
+        """Replace the file, atomically, by the unfinished records only; reopen it."""
+        data = b"".join(entry.record() for entry in self._live.values())
+        atomic_write(self.path, data, mode=0o600, prefix=f".{self.path.name}.")
+        self._close_fd()  # the old file is gone: never append to it again
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
+        self._file_bytes = len(data)
+        dir_fd = os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dir_fd)  # the rename itself survives a power cut
+        finally:
+            os.close(dir_fd)
+
+    def _close_fd(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
