@@ -10,7 +10,9 @@ Response Topic with Correlation Data; over 3.1.1 it is picked from the events to
 ``--progress`` also prints the events before it (accepted, started).
 
 Exit status: 0 the command succeeded (or was sent, without ``--wait``); 1 it ended otherwise
-(rejected, failed, expired, interrupted); 3 no broker or no answer within ``--timeout``.
+(rejected, failed, expired, interrupted); 3 no broker or no answer within ``--timeout``. An id
+the agent already served is answered with a final ``duplicate`` event, printed like any other;
+the exit status is then that of the original outcome it names (``outcome``).
 """
 
 from __future__ import annotations
@@ -195,4 +197,10 @@ def _await(inbox: queue.Queue[InboundMessage], request_id: str, deadline: float,
                 break
     if not finals:
         raise CommandError(f"no answer to {request_id} within the timeout", status=NO_ANSWER)
-    return 0 if all(e.get("event") in SUCCESS_EVENTS for e in finals) else 1
+    return 0 if all(succeeded(e) for e in finals) else 1
+
+
+def succeeded(event: dict[str, Any]) -> bool:
+    """Whether a final event means success; a ``duplicate`` by the outcome it names."""
+    kind = event.get("outcome") if event.get("event") == "duplicate" else event.get("event")
+    return kind in SUCCESS_EVENTS

@@ -57,6 +57,8 @@ class InboundMessage:
     topic: Topic
     payload: bytes
     retain: bool
+    """The retain flag as published (MQTT 5: subscriptions ask for Retain-As-Published);
+    with 3.1.1 only a retained message delivered on subscribe has it."""
     duplicate: bool
     """Set by the broker on a QoS 1 redelivery."""
     response_topic: str | None
@@ -320,9 +322,12 @@ class MqttClient:
             return
         if self.mqtt5:
             # Retained messages only for a new subscription: a re-subscribe after a reconnect
-            # must not replay a retained command.
+            # must not replay a retained command. Retain-As-Published: a message published
+            # retained while we are subscribed keeps its retain flag, so it can be refused
+            # (otherwise the broker clears the flag and it looks like any live command).
             options = SubscribeOptions(
-                qos=1, retainHandling=SubscribeOptions.RETAIN_SEND_IF_NEW_SUB)
+                qos=1, retainAsPublished=True,
+                retainHandling=SubscribeOptions.RETAIN_SEND_IF_NEW_SUB)
             rc, mid = self._paho.subscribe([(f.value, options) for f in self._subscriptions])
         else:
             rc, mid = self._paho.subscribe([(f.value, 1) for f in self._subscriptions])

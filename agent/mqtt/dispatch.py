@@ -14,7 +14,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from agent.audio.item import parse_priority
 from agent.logs import bind_request, get_logger
@@ -171,7 +171,7 @@ class Dispatcher:
             if self.on_ping is not None:
                 self.on_ping()
 
-    def _done(self, request: Request, event: EventName, **fields: object) -> None:
+    def _done(self, request: Request, event: EventName, **fields: Any) -> None:
         self.tracker.answer(request.id, request.name, event,
                             reply=request.reply, hermes=request.hermes, **fields)
 

@@ -3,18 +3,21 @@
 Runs on the MQTT network thread, so it only parses, checks and hands on; it never waits.
 A message that cannot be accepted is answered with a ``rejected`` event right here (and
 nothing else happens): malformed JSON, unknown command or field, oversize payload, text too
-long, a forbidden Response Topic, a retained command, a full intake queue, or shutdown.
+long, a forbidden Response Topic, a retained command, a full intake queue, or shutdown. An
+empty retained message is the broker's way of deleting a retained one: it is not a command
+and is ignored.
 
-A QoS 1 message can be delivered again (after a reconnect, or when a controller retries);
-a command whose id was seen recently is dropped, so nothing is spoken twice.
+A QoS 1 message can be delivered again (after a reconnect, or when a controller retries).
+Before a command is queued the tracker is asked to admit it
+(:meth:`agent.mqtt.tracker.RequestTracker.admit`): a repeat of an id in use is answered there
+(``in_progress`` or ``duplicate``) and not queued, so nothing is spoken twice. A rejection
+does not use up the id: the corrected command may be sent again with it.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
-import time
-from collections import OrderedDict
 from dataclasses import dataclass
 
 from agent.logs import get_logger
@@ -31,14 +34,11 @@ from agent.mqtt.publisher import ReplyRoute
 from agent.mqtt.topics import HERMES_SAY, CommandRoute, DeviceTopics, Topic, TopicError, TopicFilter
 from agent.mqtt.tracker import RequestTracker
 
-__all__ = ["Intake", "RecentIds", "Request"]
+__all__ = ["RETAINED_REASON", "Intake", "Request"]
 
 log = get_logger(__name__)
 
-RECENT_IDS = 4096
-"""Command ids remembered for duplicate detection..."""
-RECENT_TTL_S = 600.0
-"""...for this long (s)."""
+RETAINED_REASON = "retained commands are not executed; publish without the retain flag"
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,32 +57,6 @@ class Request:
     @property
     def id(self) -> str:
         return self.command.id or ""
-
-
-class RecentIds:
-    """Keys seen in the last ``ttl_s`` seconds, at most ``capacity`` of them. Not thread-safe.
-
-    A QoS 1 redelivery or a controller's retry comes within seconds or minutes; the time bound
-    keeps a controller that reuses a fixed id for a recurring announcement from being ignored.
-    """
-
-    def __init__(self, capacity: int = RECENT_IDS, ttl_s: float = RECENT_TTL_S) -> None:
-        self.capacity = capacity
-        self.ttl_s = ttl_s
-        self._keys: OrderedDict[tuple[str, str], float] = OrderedDict()
-
-    def seen(self, key: tuple[str, str], now: float | None = None) -> bool:
-        """True if ``key`` was seen within the window; otherwise remember it and return False."""
-        now = time.monotonic() if now is None else now
-        while self._keys:
-            oldest_key, first_seen = next(iter(self._keys.items()))
-            if now - first_seen <= self.ttl_s and len(self._keys) < self.capacity:
-                break
-            del self._keys[oldest_key]
-        if key in self._keys:
-            return True
-        self._keys[key] = now
-        return False
 
 
 class Intake:
@@ -106,9 +80,9 @@ class Intake:
         self.max_payload_bytes = max_payload_bytes
         self.max_text_chars = max_text_chars
         self.hermes_site_id = hermes_site_id
-        self._recent = RecentIds()
         self._closed = threading.Event()
         self.duplicates = 0
+        """Repeated ids answered without queueing the command again."""
 
     @staticmethod
     def subscriptions(topics: DeviceTopics, groups: tuple[str, ...],
@@ -123,6 +97,9 @@ class Intake:
 
     def on_message(self, message: InboundMessage) -> None:
         """Network thread: validate, dedupe, enqueue, or answer with ``rejected``."""
+        if message.retain and not message.payload:
+            log.debug("retained_message_cleared", topic=message.topic.value)
+            return
         if message.topic == HERMES_SAY:
             if self.hermes_site_id is not None:
                 self._hermes(message, self.hermes_site_id)
@@ -135,8 +112,7 @@ class Intake:
         try:
             reply = self._reply_route(message)
             if message.retain:
-                raise CommandRejected("retained commands are not executed; publish without "
-                                      "the retain flag", command=route.name)
+                raise CommandRejected(RETAINED_REASON, command=route.name)
             command = parse_command(route.name, message.payload,
                                     max_payload_bytes=self.max_payload_bytes,
                                     max_text_chars=self.max_text_chars)
@@ -159,6 +135,9 @@ class Intake:
         if parsed is None:
             return  # another site's say
         command, origin = parsed
+        if message.retain:
+            self._reject(HermesRejected(RETAINED_REASON, origin), "hermes/tts/say", None, origin)
+            return
         self._enqueue(Request(command, "speak", None, None, origin, self._deadline(message),
                               message.received))
 
@@ -170,8 +149,11 @@ class Intake:
         except TopicError as exc:
             raise CommandRejected(f"invalid response topic: {exc}") from None
         if not self.topics.reply_allowed(topic):
-            raise CommandRejected(f"response topic {topic.value!r} is not allowed "
-                                  "(command topics and $-topics are refused)")
+            prefix = self.topics.namespace.prefix
+            raise CommandRejected(
+                f"response topic {topic.value!r} is not allowed: under {prefix!r} only "
+                f"{prefix}/reply/... and this device's {self.topics.events.value} may be used; "
+                "'$' and hermes/ topics are refused")
         return ReplyRoute(topic, message.correlation_data)
 
     @staticmethod
@@ -180,16 +162,15 @@ class Intake:
 
     def _reject(self, exc: CommandRejected, name: str, reply: ReplyRoute | None,
                 hermes: HermesOrigin | None) -> None:
-        if exc.request_id is not None and self._recent.seen((name, exc.request_id)):
-            self.duplicates += 1
-            return
+        """Refuse a message before it was admitted: its id (if any) stays free for a retry."""
         self.tracker.answer(exc.request_id or new_request_id(), exc.command or name, "rejected",
-                            reason=exc.reason, reply=reply, hermes=hermes)
+                            reason=exc.reason, reply=reply, hermes=hermes, admitted=False)
 
     def _enqueue(self, request: Request) -> None:
-        if self._recent.seen((request.name, request.id)):
+        if not self.tracker.admit(request.id, request.name, reply=request.reply,
+                                  hermes=request.hermes):
             self.duplicates += 1
-            log.info("duplicate_command_ignored", id=request.id, command=request.name)
+            log.info("duplicate_command_answered", id=request.id, command=request.name)
             return
         if self._closed.is_set():
             self._answer_rejected(request, "agent is shutting down")

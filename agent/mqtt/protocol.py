@@ -71,12 +71,16 @@ Priority = Literal["low", "normal", "high", "urgent"]
 CommandName = Literal["speak", "stop", "volume", "reload", "ping"]
 EventName = Literal[
     "accepted", "started", "finished", "failed", "rejected", "expired", "interrupted",
-    "done", "pong",
+    "done", "pong", "in_progress", "duplicate",
 ]
 FINAL_EVENTS: Final = frozenset(
-    {"finished", "failed", "rejected", "expired", "interrupted", "done", "pong"}
+    {"finished", "failed", "rejected", "expired", "interrupted", "done", "pong", "duplicate"}
 )
-"""Events that end a command; each command gets exactly one of them."""
+"""Events that end a command; each command gets exactly one of them.
+
+A repeated id (see :mod:`agent.mqtt.repeats`) is answered with ``in_progress`` (not final: the
+original's final event follows) or with the final ``duplicate``, whose ``outcome`` names how
+the original ended."""
 
 
 def new_request_id() -> str:
@@ -271,11 +275,15 @@ class PingStatus(BaseModel):
 
 
 class CommandEvent(EventBase):
-    """An answer to a command: progress (accepted, started) or its one final event."""
+    """An answer to a command: progress (accepted, started) or its one final event; for a
+    repeated id ``in_progress`` (the original's final follows) or the final ``duplicate``."""
 
     event: EventName
     command: str | None = Field(default=None, description="The command name as received.")
     reason: str | None = Field(default=None, description="Why it was rejected/failed/cut.")
+    outcome: Literal["finished", "failed", "expired", "interrupted", "done", "pong"] | None = (
+        Field(default=None, description="In a `duplicate`: the final event the original "
+              "request ended with (its `reason` is repeated in `reason`)."))
     voice: str | None = None
     version: str | None = Field(default=None, description="Voice version used.")
     priority: Priority | None = None

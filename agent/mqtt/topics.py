@@ -13,6 +13,8 @@ Layout under a prefix (default ``tts``)::
     {prefix}/{device}/status            presence, retained (online / offline / stopped)
     {prefix}/{device}/health            health snapshot, retained
     {prefix}/reply/{client}             default reply topic of ``tts-agent send --wait``
+                                        (the reply space: a Response Topic under the prefix
+                                        must be in it or be the device's own events topic)
     hermes/tts/say, hermes/tts/sayFinished, hermes/error/tts   Hermes (Rhasspy/Snips) TTS
 """
 
@@ -174,16 +176,17 @@ class Namespace:
         """A private reply topic for a controller client (``tts-agent send --wait``)."""
         return self.root.child("reply", _level(client_id, "client id"))
 
+    def space(self) -> TopicFilter:
+        """Every topic under the prefix (the prefix itself included)."""
+        return TopicFilter(f"{self.prefix}/#")
+
+    def reply_space(self) -> TopicFilter:
+        """Every controller's reply topic (:meth:`reply` and any level below it)."""
+        return TopicFilter(f"{self.prefix}/reply/#")
+
     def all_events(self) -> TopicFilter:
         """Events of every device (a controller's subscription)."""
         return TopicFilter(f"{self.prefix}/+/events")
-
-    def command_space(self) -> tuple[TopicFilter, ...]:
-        """Filters covering every command topic of every device, group and the fleet."""
-        return (
-            TopicFilter(f"{self.prefix}/+/cmd/#"),
-            TopicFilter(f"{self.prefix}/{GROUP_LEVEL}/+/cmd/#"),
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,10 +255,15 @@ class DeviceTopics:
     def reply_allowed(self, topic: Topic) -> bool:
         """Whether a command's MQTT 5 Response Topic may be published to.
 
-        Refused: ``$``-topics, any command topic of the namespace, and Hermes topics, so a
-        crafted Response Topic cannot make the agent send commands to itself or others.
+        Under the prefix the agent publishes only to its own topics: of those a reply may go
+        to the reply space ``{prefix}/reply/...`` (no device lives there: ``reply`` is a
+        reserved device id) and to this device's own events topic. Everything else under the
+        prefix is refused (other devices' topics, groups, the fleet, this device's retained
+        ``status`` and ``health``, any command topic), and so are ``$``-topics and
+        ``hermes/...``. Topics outside the prefix are the controller's own business.
         """
-        if topic.value.startswith("$"):
+        if topic.value.startswith("$") or TopicFilter("hermes/#").matches(topic):
             return False
-        forbidden = (*self.namespace.command_space(), TopicFilter("hermes/#"))
-        return not any(f.matches(topic) for f in forbidden)
+        if not self.namespace.space().matches(topic):
+            return True
+        return topic == self.events or self.namespace.reply_space().matches(topic)

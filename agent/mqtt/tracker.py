@@ -5,6 +5,13 @@ the end first (the player, the synthesis worker, a ``stop``, shutdown) wins and 
 for the same id are ignored. Other commands and rejections are answered at once with
 :meth:`RequestTracker.answer`.
 
+Repeated ids (:mod:`agent.mqtt.repeats`): the intake calls :meth:`RequestTracker.admit` before
+it queues a command. A new ``(command, id)`` is then *waiting* until the dispatcher opens or
+answers it; a repeat of one that is waiting or open is answered with ``in_progress`` and its
+Response Topic joins the original's (the final event goes to both); a repeat of one that ended
+after it was accepted is answered with a final ``duplicate`` naming the original outcome.
+Neither is run again.
+
 A final event also goes to the command's MQTT 5 Response Topic (with its Correlation Data),
 and for a Hermes ``say`` to ``hermes/tts/sayFinished`` (after ``hermes/error/tts`` when it did
 not finish normally).
@@ -35,9 +42,18 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agent.logs import get_logger
+from agent.mqtt.client import OutboundMessage
 from agent.mqtt.hermes import HermesOrigin
-from agent.mqtt.protocol import FINAL_EVENTS, CommandEvent, EventName
+from agent.mqtt.protocol import FINAL_EVENTS, CommandEvent, EventName, to_payload
 from agent.mqtt.publisher import EventPublisher, ReplyRoute
+from agent.mqtt.repeats import (
+    IN_PROGRESS_REASON,
+    MAX_REPEAT_ROUTES,
+    Key,
+    Outcome,
+    RecentIds,
+    uses_up_id,
+)
 
 __all__ = ["OpenRefused", "RequestObserver", "RequestRecorder", "RequestTracker"]
 
@@ -93,6 +109,8 @@ class _Open:
     """Clock time of ``accepted``."""
     first_audio_at: float | None = None
     """Clock time of ``started`` (first frame written to the device)."""
+    repeats: list[ReplyRoute] = field(default_factory=list)
+    """Response Topics of repeats that came before the end; the final event goes there too."""
 
 
 class RequestTracker:
@@ -113,6 +131,10 @@ class RequestTracker:
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
         self._open: dict[str, _Open] = {}
+        self._waiting: dict[Key, list[ReplyRoute]] = {}
+        """Admitted, not yet opened or answered (in the intake queue), with repeats' routes."""
+        self._ended = RecentIds()
+        """Outcomes of recent requests that used up their id."""
         self.served = 0
         self.failed = 0
 
@@ -128,7 +150,8 @@ class RequestTracker:
                                      subject=subject)
             entry = _Open(command, reply, hermes,
                           {k: v for k, v in fields.items() if k in _STICKY_FIELDS},
-                          opened_at=self._clock())
+                          opened_at=self._clock(),
+                          repeats=self._waiting.pop((command, request_id), []))
             self._open[request_id] = entry
             self._publish(request_id, entry, "accepted", fields)
             return True
@@ -188,6 +211,7 @@ class RequestTracker:
                 self.failed += 1
             if self.observer is not None:
                 self.observer.closed(request_id, event)
+            self._ended.remember((entry.command, request_id), Outcome(event, fields.get("reason")))
             self._record(entry, event, fields)
             self._publish(request_id, entry, event, fields)
             if not self._open:
@@ -196,14 +220,47 @@ class RequestTracker:
 
     def answer(self, request_id: str, command: str | None, event: EventName, *,
                reply: ReplyRoute | None = None, hermes: HermesOrigin | None = None,
-               **fields: Any) -> None:
-        """Answer a command that is not tracked (control commands, rejections) at once."""
+               admitted: bool = True, **fields: Any) -> None:
+        """Answer a command that is not tracked (control commands, rejections) at once.
+
+        ``admitted``: the command went through :meth:`admit` (it ends waiting here, and uses up
+        its id unless ``event`` is ``rejected`` or ``expired``). False for a message refused
+        before it was admitted (unreadable, invalid): it changes nothing that is remembered.
+        """
         if event not in FINAL_EVENTS:
             raise ValueError(f"{event} is not a final event")
         entry = _Open(command or "", reply, hermes)
         with self._lock:
+            if admitted:
+                key = (entry.command, request_id)
+                entry.repeats = self._waiting.pop(key, [])
+                if uses_up_id(event):
+                    self._ended.remember(key, Outcome(event, fields.get("reason")))
             self._record(entry, event, {}, timed=False)
             self._publish(request_id, entry, event, fields)
+
+    def admit(self, request_id: str, command: str, *, reply: ReplyRoute | None = None,
+              hermes: HermesOrigin | None = None) -> bool:
+        """Before a command is queued (network thread): True if ``(command, id)`` is new (it is
+        waiting from now on); False if it repeats one, and the repeat has been answered."""
+        key = (command, request_id)
+        with self._lock:
+            entry = self._open.get(request_id)
+            routes = (entry.repeats if entry is not None and entry.command == command
+                      else self._waiting.get(key))
+            if routes is not None:
+                if reply is not None and len(routes) < MAX_REPEAT_ROUTES:
+                    routes.append(reply)
+                self._publish(request_id, _Open(command, None, None), "in_progress",
+                              {"reason": IN_PROGRESS_REASON})
+                return False
+            known, outcome = self._ended.recall(key)
+            if known and outcome is not None:
+                self._publish(request_id, _Open(command, reply, hermes), "duplicate",
+                              {"outcome": outcome.event, "reason": outcome.reason})
+                return False
+            self._waiting[key] = []
+            return True
 
     def _record(self, entry: _Open, event: EventName, fields: dict[str, Any], *,
                 timed: bool = True) -> None:
@@ -232,10 +289,14 @@ class RequestTracker:
         message = CommandEvent(id=request_id, event=event, device=self.publisher.device_id,
                                command=entry.command or None, **merged)
         self.publisher.event(message, entry.reply)
+        if message.final:
+            for route in entry.repeats:  # repeats that came while the request was open
+                self.publisher.raw(OutboundMessage(route.topic, to_payload(message),
+                                                   correlation_data=route.correlation_data))
         if entry.hermes is not None and message.final:
-            if event not in {"finished", "interrupted"}:
+            if (message.outcome or event) not in {"finished", "interrupted"}:
                 self.publisher.raw(entry.hermes.error(message.reason or event))
             self.publisher.raw(entry.hermes.finished())
-        level = "info" if message.final or event == "accepted" else "debug"
+        level = "info" if message.final or event in ("accepted", "in_progress") else "debug"
         getattr(log, level)("request_event", id=request_id, event_name=event,
                             command=entry.command, reason=message.reason)

@@ -145,8 +145,11 @@ def test_redelivered_command_is_spoken_once(controller: Recorder) -> None:
     controller.publish(DEV.command("ping"), {"id": "barrier"})
     final_for(controller, "barrier")
     final_for(controller, "once")
-    assert [e["event"] for e in events_for(controller, "once")] == [
+    kinds = [e["event"] for e in events_for(controller, "once")]
+    repeats = ("in_progress", "duplicate")  # each repeat is answered, and not run (issue #14)
+    assert [kind for kind in kinds if kind not in repeats] == [
         "accepted", "started", "finished"]
+    assert len([kind for kind in kinds if kind in repeats]) == 2, kinds
 
 
 def test_retained_command_is_not_replayed(mqtt_broker: Broker, tiny_voice_dir: Path,
@@ -279,7 +282,9 @@ def test_broker_restart_loses_nothing_and_speaks_nothing_twice(
             # Events are QoS 1, at least once: an event in flight when the broker went down is
             # delivered again after it comes back, with the same timestamp. Speaking twice would
             # publish a second, distinct event.
-            distinct = {(e["event"], e["ts"]) for e in events_for(ctl, request_id)}
+            # A command delivered again is answered with in_progress or duplicate, not run.
+            distinct = {(e["event"], e["ts"]) for e in events_for(ctl, request_id)
+                        if e["event"] not in ("in_progress", "duplicate")}
             kinds = sorted(kind for kind, _ in distinct)
             assert kinds == ["accepted", "finished", "started"], (request_id, kinds)
         assert service.client.reconnects >= 1

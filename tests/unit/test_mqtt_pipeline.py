@@ -19,10 +19,11 @@ from agent.library.voices import VoiceLibrary
 from agent.mqtt.client import InboundMessage, OutboundMessage, Publication
 from agent.mqtt.dispatch import Dispatcher, speak_deadline, speak_request
 from agent.mqtt.hermes import HermesOrigin
-from agent.mqtt.intake import Intake, RecentIds, Request
+from agent.mqtt.intake import Intake, Request
 from agent.mqtt.protocol import SpeakCommand, StopCommand
 from agent.mqtt.publisher import EventPublisher, ReplyRoute
-from agent.mqtt.topics import HERMES_SAY, Namespace, Topic
+from agent.mqtt.repeats import IN_PROGRESS_REASON, Outcome, RecentIds
+from agent.mqtt.topics import HERMES_ERROR, HERMES_SAY, HERMES_SAY_FINISHED, Namespace, Topic
 from agent.mqtt.tracker import RequestTracker
 from agent.pipeline.jobs import JobQueue, JobsFull, SpeakJob, SpeakRequest
 from agent.pipeline.worker import SynthesisWorker
@@ -144,7 +145,10 @@ def test_intake_routes_dedupes_and_rejects(tracker: RequestTracker, sent: Sent) 
     third = requests.get_nowait()
     assert third.hermes == HermesOrigin("h", "d1", None) and third.name == "speak"
     assert requests.empty() and intake.duplicates == 1
-    (rejected,) = sent.events()
+    # the repeat of "a" (still queued) is answered, not silently dropped (issue #14, item 6)
+    in_progress, rejected = sent.events()
+    assert (in_progress["id"], in_progress["event"], in_progress["final"]) == (
+        "a", "in_progress", False)
     assert rejected["id"] == "b" and "longer than 50" in str(rejected["reason"])
 
 
@@ -166,6 +170,83 @@ def test_recent_ids_are_bounded_in_number_and_time() -> None:
     assert recent.seen(("c", "4"), now=1.0) and not recent.seen(("c", "0"), now=1.0)
     assert recent.seen(("c", "0"), now=60.0)
     assert not recent.seen(("c", "0"), now=62.0)  # forgotten after the window
+
+
+def test_a_repeated_id_is_answered_by_what_became_of_the_original(
+        tracker: RequestTracker, sent: Sent) -> None:
+    first, second, third = (ReplyRoute(Topic(f"ctl/{n}"), n.encode()) for n in ("1", "2", "3"))
+    assert tracker.admit("a", "speak", reply=first)
+    assert not tracker.admit("a", "speak", reply=second)  # waiting in the intake queue
+    assert tracker.admit("a", "ping")  # another command with the same id is not a repeat
+    assert tracker.open("a", "speak", reply=first, voice="v")
+    assert not tracker.admit("a", "speak", reply=third)  # open
+    assert tracker.finish("a", "failed", reason="device gone")
+    assert not tracker.admit("a", "speak", reply=first)  # ended: a final duplicate
+    events = [e for e in sent.events() if e["command"] == "speak"]
+    assert [(e["event"], e["final"]) for e in events] == [
+        ("in_progress", False), ("accepted", False), ("in_progress", False), ("failed", True),
+        ("duplicate", True)]
+    assert events[0]["reason"] == events[2]["reason"] == IN_PROGRESS_REASON
+    assert (events[-1]["outcome"], events[-1]["reason"]) == ("failed", "device gone")
+    replies = [(m.correlation_data, json.loads(m.payload)["event"]) for m in sent.messages
+               if m.topic.value.startswith("ctl/")]
+    assert replies == [(b"1", "failed"), (b"2", "failed"), (b"3", "failed"),
+                       (b"1", "duplicate")]
+
+
+def test_only_an_accepted_command_uses_up_its_id(tracker: RequestTracker, sent: Sent) -> None:
+    intake, requests = make_intake(tracker)
+    intake.on_message(inbound(DEV.command("speak"), {"id": "fix-1", "text": "hi", "x": 1}))
+    intake.on_message(inbound(DEV.command("speak"), {"id": "fix-1", "text": "hi"}))
+    retry = requests.get_nowait()
+    tracker.answer(retry.id, retry.name, "rejected", reason="busy: full")  # the dispatcher's
+    assert tracker.admit("fix-1", "speak")  # free again
+    tracker.answer("fix-1", "speak", "expired", reason="expired before it was accepted")
+    assert tracker.admit("fix-1", "speak")
+    tracker.answer("fix-1", "speak", "done")
+    assert not tracker.admit("fix-1", "speak")
+    assert [e["event"] for e in sent.events()] == [
+        "rejected", "rejected", "expired", "done", "duplicate"]
+    assert intake.duplicates == 0
+
+
+def test_a_repeated_hermes_say_gets_its_hermes_answers(tracker: RequestTracker,
+                                                       sent: Sent) -> None:
+    origin = HermesOrigin("h1", "kitchen", None)
+    assert tracker.admit("h1", "speak", hermes=origin)
+    tracker.open("h1", "speak", hermes=origin)
+    tracker.finish("h1", "finished")
+    assert not tracker.admit("h1", "speak", hermes=origin)
+    hermes = [m.topic.value for m in sent.messages if m.topic.value.startswith("hermes/")]
+    assert hermes == ["hermes/tts/sayFinished", "hermes/tts/sayFinished"]
+
+
+def test_retained_commands_are_refused_and_deletions_ignored(tracker: RequestTracker,
+                                                             sent: Sent) -> None:
+    intake, requests = make_intake(tracker)
+    intake.on_message(inbound(DEV.command("speak"), {"id": "r1", "text": "hi"}, retain=True))
+    intake.on_message(inbound(DEV.command("speak"), b"", retain=True))  # clears a retained one
+    intake.on_message(inbound(HERMES_SAY, {"text": "hi", "siteId": "d1", "id": "h"},
+                              retain=True))
+    assert requests.empty()
+    assert [(e["id"], e["event"]) for e in sent.events()] == [("r1", "rejected"),
+                                                               ("h", "rejected")]
+    assert all("retained" in str(e["reason"]) for e in sent.events())
+    assert [m.topic for m in sent.messages if m.topic.value.startswith("hermes/")] == [
+        HERMES_ERROR, HERMES_SAY_FINISHED]
+    intake.on_message(inbound(DEV.command("speak"), {"id": "r1", "text": "hi"}))
+    assert requests.get_nowait().id == "r1"  # the refusal did not use up the id
+
+
+def test_outcomes_are_remembered_in_a_bounded_window() -> None:
+    recent = RecentIds(capacity=2, ttl_s=10)
+    recent.remember(("c", "a"), Outcome("finished"), now=0.0)
+    recent.remember(("c", "b"), Outcome("failed", "x"), now=1.0)
+    assert recent.recall(("c", "a"), now=5.0) == (True, Outcome("finished"))
+    recent.remember(("c", "c"), Outcome("done"), now=2.0)
+    assert recent.recall(("c", "a"), now=5.0) == (False, None) and len(recent) == 2
+    assert recent.recall(("c", "b"), now=11.0) == (True, Outcome("failed", "x"))
+    assert recent.recall(("c", "b"), now=11.5) == (False, None)
 
 
 def job(request_id: str, priority: str = "normal", text: str = "Hello.") -> SpeakJob:

@@ -108,5 +108,29 @@ def test_reply_topics_cannot_target_commands(topic: str, allowed: bool) -> None:
     assert Namespace("tts").device("dev").reply_allowed(Topic(topic)) is allowed
 
 
+@pytest.mark.parametrize(
+    ("prefix", "topic", "allowed"),
+    [
+        ("tts", "tts/reply/ctl/deeper", True),
+        ("tts", "tts/dev/events", True),
+        ("tts", "tts/dev/status", False),
+        ("tts", "tts/dev/health", False),
+        ("tts", "tts/other/events", False),
+        ("tts", "tts/other/status", False),
+        ("tts", "tts/dev/events/x", False),
+        ("tts", "tts/group/g/events", False),
+        ("tts", "tts", False),
+        ("tts", "ttsx/dev/status", True),
+        ("tts", "hermes/dialogueManager/x", False),
+        ("site/tts", "site/tts/other/events", False),
+        ("site/tts", "site/tts/reply/c", True),
+        ("site/tts", "site/other", True),
+    ],
+)
+def test_reply_topics_stay_out_of_the_fleets_topics(prefix: str, topic: str,
+                                                    allowed: bool) -> None:
+    assert Namespace(prefix).device("dev").reply_allowed(Topic(topic)) is allowed
+
+
 def test_hermes_topics() -> None:
     assert HERMES_SAY.as_filter().matches(Topic("hermes/tts/say"))

@@ -1,0 +1,111 @@
+"""What the agent remembers of request ids, so a repeated id is answered and never run twice.
+
+A QoS 1 message can be delivered again (after a reconnect) and a controller may resend a
+command it got no answer to. A ``(command, id)`` is *used up* once the command was accepted: a
+speak request from ``accepted`` on, a control command once it ran. A rejection (and a speak that
+expired before it was accepted) leaves the id free, so a corrected retry is served.
+
+A repeat of a used-up id is answered by :class:`agent.mqtt.tracker.RequestTracker`:
+
+- while the original has not ended, with ``in_progress`` (not final; the original's final event
+  follows, and is also sent to the repeat's Response Topic);
+- after it ended, with the final ``duplicate``, whose ``outcome`` and ``reason`` are the
+  original's, for as long as :class:`RecentIds` remembers it.
+
+Nothing here is thread-safe; the tracker calls it under its lock.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from agent.mqtt.protocol import EventName
+
+__all__ = [
+    "IN_PROGRESS_REASON",
+    "MAX_REPEAT_ROUTES",
+    "RECENT_IDS",
+    "RECENT_TTL_S",
+    "Key",
+    "Outcome",
+    "RecentIds",
+    "uses_up_id",
+]
+
+RECENT_IDS = 4096
+"""Ended requests remembered for answering repeats..."""
+RECENT_TTL_S = 600.0
+"""...for this long after they ended (s)."""
+MAX_REPEAT_ROUTES = 8
+"""Response Topics of repeats kept per open request (further repeats get the final event on
+the events topic only)."""
+IN_PROGRESS_REASON = "duplicate of a request in progress; its final event follows"
+
+Key = tuple[str, str]
+"""``(command name, request id)``."""
+
+_FREE_IDS = frozenset({"rejected", "expired"})
+"""Final events of a command that was never accepted: they leave its id free."""
+
+
+def uses_up_id(event: EventName) -> bool:
+    """Whether a command that ended with ``event`` (before being opened) used up its id."""
+    return event not in _FREE_IDS
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How a request ended: its final event and the reason it carried."""
+
+    event: EventName
+    reason: str | None = None
+
+
+class RecentIds:
+    """Keys seen in the last ``ttl_s`` seconds, at most ``capacity`` of them, each with the
+    :class:`Outcome` remembered for it (if any). Not thread-safe.
+
+    A QoS 1 redelivery or a controller's retry comes within seconds or minutes; the time bound
+    keeps a controller that reuses a fixed id for a recurring announcement from being ignored,
+    the capacity bounds the memory.
+    """
+
+    def __init__(self, capacity: int = RECENT_IDS, ttl_s: float = RECENT_TTL_S) -> None:
+        self.capacity = capacity
+        self.ttl_s = ttl_s
+        self._keys: OrderedDict[Key, tuple[float, Outcome | None]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def _prune(self, now: float, room: int = 0) -> None:
+        while self._keys:
+            first_seen, _ = next(iter(self._keys.values()))
+            if now - first_seen <= self.ttl_s and len(self._keys) + room <= self.capacity:
+                return
+            self._keys.popitem(last=False)
+
+    def remember(self, key: Key, outcome: Outcome | None = None,
+                 now: float | None = None) -> None:
+        """Remember ``key`` (with ``outcome``) from ``now`` on, replacing what was known of it."""
+        now = time.monotonic() if now is None else now
+        self._keys.pop(key, None)
+        self._prune(now, room=1)
+        self._keys[key] = (now, outcome)
+
+    def recall(self, key: Key, now: float | None = None) -> tuple[bool, Outcome | None]:
+        """Whether ``key`` is remembered within the window, and its outcome."""
+        self._prune(time.monotonic() if now is None else now)
+        if key not in self._keys:
+            return False, None
+        return True, self._keys[key][1]
+
+    def seen(self, key: Key, now: float | None = None) -> bool:
+        """True if ``key`` was seen within the window; otherwise remember it and return False."""
+        now = time.monotonic() if now is None else now
+        known, _ = self.recall(key, now)
+        if not known:
+            self.remember(key, None, now)
+        return known
