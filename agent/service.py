@@ -145,6 +145,7 @@ class AgentService:
                 mqtt, mqtt.client_id or f"tts-agent-{settings.device_id}",
                 subscriptions=Intake.subscriptions(self.topics, tuple(mqtt.groups), mqtt.hermes),
                 on_message=self._on_message,
+                on_refused_topic=self._on_refused_topic,
                 on_connected=self._on_connected,
                 will=OutboundMessage(self.topics.status, to_payload(self._presence("offline")),
                                      retain=True),
@@ -296,6 +297,10 @@ class AgentService:
     def _on_message(self, message: Any) -> None:
         """MQTT network thread."""
         self.intake.on_message(message)
+
+    def _on_refused_topic(self, message: Any) -> None:
+        """MQTT network thread: a command topic too long to route (answered ``rejected``)."""
+        self.intake.on_refused_topic(message)
 
     def _on_connected(self, session_present: bool) -> None:
         """MQTT network thread, after every successful connect: retained ``online`` and a

@@ -32,6 +32,7 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 from agent.logs import get_logger
 from agent.mqtt.connect import MAX_QUEUED_MESSAGES, ClientConfigError, new_paho
 from agent.mqtt.reconnect import Backoff, ConnectionMonitor
+from agent.mqtt.refused import RefusedTopicMessage, hand_on_refused
 from agent.mqtt.topics import Topic, TopicError, TopicFilter
 from agent.settings import MqttSettings
 
@@ -130,6 +131,7 @@ class MqttClient:
         *,
         subscriptions: Sequence[TopicFilter] = (),
         on_message: Callable[[InboundMessage], None] | None = None,
+        on_refused_topic: Callable[[RefusedTopicMessage], None] | None = None,
         on_connected: Callable[[bool], None] | None = None,
         will: OutboundMessage | None = None,
         persistent: bool = True,
@@ -140,6 +142,7 @@ class MqttClient:
         self.mqtt5 = settings.protocol == "5"
         self._subscriptions = tuple(subscriptions)
         self._on_message = on_message
+        self._on_refused_topic = on_refused_topic  # over-long topics (agent.mqtt.refused)
         self._on_connected = on_connected
         self._persistent = persistent
         self.monitor = ConnectionMonitor(settings, client_id,
@@ -370,26 +373,22 @@ class MqttClient:
 
     def _handle_message(self, client: paho.Client, userdata: Any,
                         message: paho.MQTTMessage) -> None:
-        """Network thread: convert the message and hand it to ``on_message``. Never raises."""
+        """Network thread: convert the message and hand it to ``on_message`` (a topic too long
+        to route to ``on_refused_topic``, see :mod:`agent.mqtt.refused`). Never raises."""
         if self._on_message is None:
             return
         try:
             topic = Topic(message.topic)
         except (TopicError, UnicodeDecodeError) as exc:
-            log.warning("mqtt_bad_topic", error=str(exc))
+            hand_on_refused(message, exc, self._subscriptions, self.mqtt5, self._on_refused_topic)
             return
         props = message.properties if self.mqtt5 else None
         correlation = getattr(props, "CorrelationData", None)
         inbound = InboundMessage(
-            topic=topic,
-            payload=bytes(message.payload),
-            retain=bool(message.retain),
-            duplicate=bool(message.dup),
-            response_topic=getattr(props, "ResponseTopic", None),
+            topic=topic, payload=bytes(message.payload), retain=bool(message.retain),
+            duplicate=bool(message.dup), response_topic=getattr(props, "ResponseTopic", None),
             correlation_data=bytes(correlation) if correlation is not None else None,
-            expiry_s=getattr(props, "MessageExpiryInterval", None),
-            received=time.monotonic(),
-        )
+            expiry_s=getattr(props, "MessageExpiryInterval", None), received=time.monotonic())
         try:
             self._on_message(inbound)
         except Exception:

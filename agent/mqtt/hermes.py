@@ -8,6 +8,14 @@ Rhasspy's dialogue manager waits for it; a failure also publishes ``hermes/error
 
 Hermes producers add fields of their own, so unknown fields are ignored here (unlike our own
 commands); types, sizes and bounds are still checked.
+
+A say that cannot be parsed (not UTF-8, nested too deeply, a lone surrogate escape, over the
+size limit) is still answered with ``hermes/error/tts`` and ``sayFinished`` when its
+``siteId`` can be read and is ours: ``id``, ``siteId`` and ``sessionId`` are read from the
+top-level object with bounded work (:mod:`agent.mqtt.salvage`) and echoed as JSON escapes,
+so even a string that is not valid Unicode comes back as it was sent. On our own events topic
+such a say is answered under its ``id`` when that has the request id syntax, else under a
+generated one.
 """
 
 from __future__ import annotations
@@ -18,13 +26,22 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent.mqtt.client import OutboundMessage
-from agent.mqtt.protocol import HARD_MAX_TEXT_CHARS, CommandRejected, SpeakCommand, new_request_id
+from agent.mqtt.protocol import (
+    HARD_MAX_TEXT_CHARS,
+    CommandRejected,
+    SpeakCommand,
+    describe_json_error,
+    new_request_id,
+    valid_request_id,
+)
+from agent.mqtt.salvage import top_level_strings
 from agent.mqtt.topics import HERMES_ERROR, HERMES_SAY_FINISHED
 
 __all__ = ["DEFAULT_SITE_ID", "HermesOrigin", "HermesRejected", "HermesSay", "parse_say"]
 
 DEFAULT_SITE_ID = "default"
 _MAX_FIELD = 256
+_ORIGIN_KEYS = ("id", "siteId", "sessionId")
 
 
 class HermesSay(BaseModel):
@@ -59,27 +76,47 @@ class HermesOrigin:
 
 
 class HermesRejected(CommandRejected):
-    """An invalid say for this site; ``origin`` addresses the Hermes error when known."""
+    """An invalid say for this site; ``origin`` addresses the Hermes error when known.
 
-    def __init__(self, reason: str, origin: HermesOrigin | None) -> None:
-        super().__init__(reason, origin.say_id if origin else None, "hermes/tts/say")
+    The request id of our own ``rejected`` event is the say's id when it has the request id
+    syntax (else the intake generates one): a Hermes id may be any string.
+    """
+
+    def __init__(self, reason: str, origin: HermesOrigin | None,
+                 request_id: str | None = None) -> None:
+        say_id = origin.say_id if origin is not None else request_id
+        super().__init__(reason, valid_request_id(say_id), "hermes/tts/say")
         self.origin = origin
 
 
-def _origin_from_raw(payload: bytes) -> HermesOrigin | None:
-    """Best-effort origin of a malformed say, so the error can still be addressed."""
-    try:
-        data = json.loads(payload)
-    except ValueError:
-        return None
-    if not isinstance(data, dict):
-        return None
+def _rejection(payload: bytes, reason: str, *, site_id: str,
+               max_bytes: int) -> HermesRejected | None:
+    """The rejection of a say that failed to parse, addressed to its origin when that can be
+    read; ``None`` when the say is for another site (it is ignored)."""
+    found = top_level_strings(payload, _ORIGIN_KEYS, max_bytes=max_bytes)
+    if found is None:  # not a JSON object: whose say it is cannot be told
+        return HermesRejected(reason, None)
 
     def field(name: str) -> str | None:
-        value = data.get(name)
-        return value if isinstance(value, str) and len(value) <= _MAX_FIELD else None
+        value = found.strings.get(name)
+        return value if value is not None and len(value) <= _MAX_FIELD else None
 
-    return HermesOrigin(field("id"), field("siteId") or DEFAULT_SITE_ID, field("sessionId"))
+    site = field("siteId")
+    if site is None and not found.closed:  # its siteId may be in the part not looked at
+        return HermesRejected(reason, None, field("id"))
+    origin = HermesOrigin(field("id"), site or DEFAULT_SITE_ID, field("sessionId"))
+    return HermesRejected(reason, origin) if origin.site_id == site_id else None
+
+
+def _reasons(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors(include_url=False):
+        if err["type"] == "json_invalid":
+            parts.append(describe_json_error(err["msg"]))
+            continue
+        loc = ".".join(str(p) for p in err["loc"])
+        parts.append(f"{loc}: {err['msg']}" if loc else err["msg"])
+    return "; ".join(parts)
 
 
 def parse_say(payload: bytes, *, site_id: str, max_payload_bytes: int,
@@ -87,22 +124,23 @@ def parse_say(payload: bytes, *, site_id: str, max_payload_bytes: int,
     """The speak command for a ``hermes/tts/say`` addressed to ``site_id``, else ``None``.
 
     Raises :class:`HermesRejected` for a say that is for this site but invalid, or whose
-    site cannot be read.
+    site cannot be read (not a JSON object, or over the size limit before its ``siteId``).
     """
     if len(payload) > max_payload_bytes:
-        raise HermesRejected(
-            f"payload too large: {len(payload)} bytes, limit {max_payload_bytes}", None)
+        rejection = _rejection(
+            payload, f"payload too large: {len(payload)} bytes, limit {max_payload_bytes}",
+            site_id=site_id, max_bytes=max_payload_bytes)
+        if rejection is None:
+            return None
+        raise rejection
     try:
         say = HermesSay.model_validate_json(payload)
     except ValidationError as exc:
-        origin = _origin_from_raw(payload)
-        if origin is not None and origin.site_id != site_id:
+        rejection = _rejection(payload, _reasons(exc), site_id=site_id,
+                               max_bytes=max_payload_bytes)
+        if rejection is None:
             return None
-        reasons = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}".lstrip(": ")
-            for err in exc.errors(include_url=False)
-        )
-        raise HermesRejected(reasons, origin) from exc
+        raise rejection from exc
     if say.site_id != site_id:
         return None
     origin = HermesOrigin(say.id, say.site_id, say.session_id)

@@ -31,6 +31,7 @@ from agent.mqtt.protocol import (
     salvage_id,
 )
 from agent.mqtt.publisher import ReplyRoute
+from agent.mqtt.refused import RefusedTopicMessage
 from agent.mqtt.topics import HERMES_SAY, CommandRoute, DeviceTopics, Topic, TopicError, TopicFilter
 from agent.mqtt.tracker import RequestTracker
 
@@ -117,12 +118,30 @@ class Intake:
                                     max_payload_bytes=self.max_payload_bytes,
                                     max_text_chars=self.max_text_chars)
         except CommandRejected as exc:
-            if exc.request_id is None and len(message.payload) <= self.max_payload_bytes:
-                exc.request_id = salvage_id(message.payload)
+            if exc.request_id is None:
+                exc.request_id = salvage_id(message.payload, max_bytes=self.max_payload_bytes)
             self._reject(exc, route.name, reply, None)
             return
         self._enqueue(Request(command, route.name, route, reply, None,
                               self._deadline(message), message.received))
+
+    def on_refused_topic(self, message: RefusedTopicMessage) -> None:
+        """Network thread: a message on one of our command filters whose topic is too long to
+        be a :class:`Topic` (its command name is): answered with ``rejected`` under its
+        salvaged id (or a generated one), on the events topic and its Response Topic."""
+        route = self.topics.route_refused(message.topic, self.groups)
+        if route is None or (message.retain and not message.payload):
+            log.debug("message_ignored", topic=message.topic[:64])
+            return
+        name = route.name if len(route.name) <= 64 else route.name[:64] + "..."
+        try:
+            reply = self._reply_route(message)
+        except CommandRejected:
+            reply = None  # the rejection below answers it on the events topic alone
+        self._reject(CommandRejected(f"command topic refused: {message.error}",
+                                     salvage_id(message.payload,
+                                                max_bytes=self.max_payload_bytes), name),
+                     name, reply, None)
 
     def _hermes(self, message: InboundMessage, site_id: str) -> None:
         try:
@@ -141,7 +160,7 @@ class Intake:
         self._enqueue(Request(command, "speak", None, None, origin, self._deadline(message),
                               message.received))
 
-    def _reply_route(self, message: InboundMessage) -> ReplyRoute | None:
+    def _reply_route(self, message: InboundMessage | RefusedTopicMessage) -> ReplyRoute | None:
         if message.response_topic is None:
             return None
         try:

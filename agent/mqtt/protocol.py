@@ -12,7 +12,7 @@ the one event that ends a command). Other modules (health, model lifecycle) subc
 
 from __future__ import annotations
 
-import json
+import re
 import time
 import uuid
 from typing import Annotated, Any, Final, Literal, cast
@@ -27,6 +27,8 @@ from pydantic import (
     computed_field,
     field_validator,
 )
+
+from agent.mqtt.salvage import top_level_strings
 
 __all__ = [
     "COMMANDS",
@@ -48,20 +50,22 @@ __all__ = [
     "SpeakCommand",
     "StopCommand",
     "VolumeCommand",
+    "describe_json_error",
     "new_request_id",
     "parse_command",
     "salvage_id",
     "to_payload",
+    "valid_request_id",
 ]
 
 HARD_MAX_TEXT_CHARS: Final = 100_000
 """Schema ceiling for ``text``; the configured ``synthesis.max_text_chars`` is usually lower."""
 MAX_REASON_CHARS: Final = 500
 
-RequestId = Annotated[
-    str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
-]
+_REQUEST_ID_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"
+RequestId = Annotated[str, StringConstraints(pattern=_REQUEST_ID_PATTERN)]
 """Request ids: 1-128 characters of letters, digits and ``_ . : @ -`` (UUIDs fit)."""
+_REQUEST_ID = re.compile(_REQUEST_ID_PATTERN)
 _VoiceName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
 _Version = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$")]
 
@@ -186,19 +190,29 @@ def _describe(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def salvage_id(payload: bytes) -> str | None:
-    """The sender's ``id`` from a payload that failed validation, if it is usable."""
-    try:
-        data = json.loads(payload)
-    except ValueError:
-        return None
-    candidate = data.get("id") if isinstance(data, dict) else None
-    if isinstance(candidate, str):
-        try:
-            return _Command(id=candidate).id
-        except ValidationError:
-            return None
-    return None
+def valid_request_id(value: object) -> str | None:
+    """``value`` when it is a string with the request id syntax (ASCII only, so never a lone
+    surrogate or a replacement character), else ``None``."""
+    return value if isinstance(value, str) and _REQUEST_ID.fullmatch(value) else None
+
+
+def salvage_id(payload: bytes, *, max_bytes: int = 65_536) -> str | None:
+    """The sender's ``id`` from a payload that failed validation, if it can be read safely.
+
+    Bounded work whatever the payload (:func:`agent.mqtt.salvage.top_level_strings` looks at
+    its first ``max_bytes`` bytes once): a top-level ``"id"`` string with the id syntax is
+    found even when the payload is not UTF-8, is cut off, nests too deeply or holds a number
+    no parser takes.
+    """
+    found = top_level_strings(payload, ("id",), max_bytes=max_bytes)
+    return None if found is None else valid_request_id(found.strings.get("id"))
+
+
+def describe_json_error(message: str) -> str:
+    """The reason for a payload the JSON parser refused (pydantic's ``json_invalid`` message)."""
+    if "recursion limit" in message:
+        return f"malformed JSON: nested too deeply ({message})"
+    return f"malformed JSON: {message}"
 
 
 def parse_command(name: str, payload: bytes, *, max_payload_bytes: int,
@@ -212,28 +226,30 @@ def parse_command(name: str, payload: bytes, *, max_payload_bytes: int,
     if len(payload) > max_payload_bytes:
         raise CommandRejected(
             f"payload too large: {len(payload)} bytes, limit {max_payload_bytes}",
-            command=command_name,
+            salvage_id(payload, max_bytes=max_payload_bytes), command_name,
         )
     model = COMMANDS.get(name)
     if model is None:
         raise CommandRejected(
             f"unknown command {command_name!r}; known: {', '.join(COMMANDS)}",
-            salvage_id(payload), command_name,
+            salvage_id(payload, max_bytes=max_payload_bytes), command_name,
         )
     try:
         text = payload.decode("utf-8") if payload else "{}"
     except UnicodeDecodeError as exc:
-        raise CommandRejected(f"payload is not UTF-8: {exc.reason}", command=name) from exc
+        raise CommandRejected(f"payload is not UTF-8: {exc.reason}",
+                              salvage_id(payload, max_bytes=max_payload_bytes), name) from exc
     try:
         command = model.model_validate_json(text, context={"max_text_chars": max_text_chars})
     except ValidationError as exc:
         if any(err["type"] == "json_invalid" for err in exc.errors()):
-            reason = f"malformed JSON: {exc.errors()[0]['msg']}"
+            reason = describe_json_error(exc.errors()[0]["msg"])
         elif any(err["type"] == "model_type" for err in exc.errors()):
             reason = "payload must be a JSON object"
         else:
             reason = _describe(exc)
-        raise CommandRejected(reason, salvage_id(payload), name) from exc
+        raise CommandRejected(reason, salvage_id(payload, max_bytes=max_payload_bytes),
+                              name) from exc
     if command.id is None:
         command = command.model_copy(update={"id": new_request_id()})
     return cast(Command, command)  # COMMANDS only holds Command types

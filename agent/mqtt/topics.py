@@ -189,6 +189,7 @@ class Namespace:
         return TopicFilter(f"{self.prefix}/+/events")
 
 
+
 @dataclass(frozen=True, slots=True)
 class DeviceTopics:
     """The topics one device publishes to and listens on."""
@@ -250,6 +251,20 @@ class DeviceTopics:
         captured = self._fleet_filter().captures(topic)
         if captured is not None:
             return CommandRoute(captured[0], "fleet")
+        return None
+
+    def route_refused(self, topic: str, groups: tuple[str, ...] = ()) -> CommandRoute | None:
+        """Like :meth:`route`, for a topic :class:`Topic` refused (longer than
+        :data:`MAX_TOPIC_BYTES`: a command name that long): the route of its command topic, so
+        its sender can be answered, or ``None`` if it is not one of this device's."""
+        scopes: list[tuple[TopicFilter, Literal["device", "group", "fleet"], str | None]] = [
+            (self._device_filter(), "device", None),
+            *((self._group_filter(group), "group", group) for group in groups),
+            (self._fleet_filter(), "fleet", None),
+        ]
+        for topic_filter, scope, group in scopes:
+            if topic_matches_sub(topic_filter.value, topic):
+                return CommandRoute(topic.rsplit("/", 1)[-1], scope, group)
         return None
 
     def reply_allowed(self, topic: Topic) -> bool:
