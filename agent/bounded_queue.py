@@ -6,6 +6,11 @@ turn :class:`Full` into the refusal their callers report.
 
 A leaf module: it imports only the standard library. Every method is one atomic step under
 the queue's lock and may be called from any thread.
+
+Backpressure: a producer that must not be refused asks :meth:`BoundedPriorityQueue.room_for`
+(or waits in :meth:`~BoundedPriorityQueue.wait_room`) before it puts. With ``overtake`` set, an
+item more urgent than everything queued still gets in when the queue is full (at most
+``overtake`` such items over ``maxsize``), so an urgent item is never stuck behind a backlog.
 """
 
 from __future__ import annotations
@@ -38,14 +43,20 @@ class Full(Exception):
 class BoundedPriorityQueue(Generic[T]):
     """At most ``maxsize`` items, taken in order of priority (higher first), then of arrival.
 
+    ``overtake`` (default 0): how many items beyond ``maxsize`` may still be put, each only
+    when it is more urgent than every item queued (see the module docstring).
+
     :meth:`close` wakes every waiter for good: a closed queue still hands out what it holds
     and still accepts items, but waits no longer.
     """
 
-    def __init__(self, maxsize: int) -> None:
+    def __init__(self, maxsize: int, *, overtake: int = 0) -> None:
         if maxsize < 1:
             raise ValueError("maxsize must be at least 1")
+        if overtake < 0:
+            raise ValueError("overtake must not be negative")
         self.maxsize = maxsize
+        self.overtake = overtake
         self._cond = threading.Condition()
         self._heap: list[tuple[int, int, T]] = []  # (-priority, arrival, item)
         self._arrival = itertools.count()
@@ -61,36 +72,68 @@ class BoundedPriorityQueue(Generic[T]):
             return self._closed
 
     def put(self, item: T, priority: int) -> int:
-        """Queue ``item``; returns how many queued items are ahead of it. Raises :class:`Full`."""
+        """Queue ``item``; returns how many queued items are ahead of it. Raises :class:`Full`
+        when :meth:`room_for` says there is no room for ``priority``."""
         with self._cond:
-            if len(self._heap) >= self.maxsize:
+            if not self._fits(priority):
                 raise Full(self.maxsize)
             ahead = sum(1 for entry in self._heap if -entry[0] >= priority)
             heapq.heappush(self._heap, (-priority, next(self._arrival), item))
             self._cond.notify_all()
             return ahead
 
+    def room_for(self, priority: int) -> bool:
+        """Whether an item of ``priority`` would be queued now: fewer than ``maxsize`` items
+        wait, or it is more urgent than all of them and fewer than ``maxsize + overtake`` do.
+        A less urgent item never fits where a more urgent one does not."""
+        with self._cond:
+            return self._fits(priority)
+
+    def wait_room(self, priority: int, timeout: float | None) -> bool:
+        """Wait up to ``timeout`` (None: for good) until :meth:`room_for` ``priority`` holds or
+        the queue is closed; returns whether there is room."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._closed or self._fits(priority), timeout)
+            return self._fits(priority)
+
+    def _fits(self, priority: int) -> bool:  # under the lock
+        if len(self._heap) < self.maxsize:
+            return True
+        return (len(self._heap) < self.maxsize + self.overtake
+                and priority > -self._heap[0][0])
+
     def pop(self, timeout: float | None = 0.0) -> T | None:
         """The most urgent item; waits up to ``timeout`` (None: until one comes or
         :meth:`close`). None when there was none."""
         return self.pop_above(None, timeout)
 
-    def pop_above(self, priority: int | None, timeout: float | None = 0.0) -> T | None:
-        """The most urgent item if its priority is above ``priority`` (any item when None).
+    def pop_above(self, priority: int | None, timeout: float | None = 0.0, *,
+                  admit: Callable[[int], bool] | None = None) -> T | None:
+        """The most urgent item if its priority is above ``priority`` (any item when None)
+        and ``admit`` (when given) accepts that priority.
 
-        Waits up to ``timeout`` (None: until one comes or :meth:`close`) for such an item.
+        Waits up to ``timeout`` (None: until one comes or :meth:`close`) for such an item; the
+        wait ends early only when an item is put, so a caller whose ``admit`` depends on
+        something else waits on that instead. ``admit`` runs under the queue's lock: it must
+        be quick and must not touch this queue.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             while True:
-                if self._heap and (priority is None or -self._heap[0][0] > priority):
-                    return heapq.heappop(self._heap)[2]
+                if self._heap and (priority is None or -self._heap[0][0] > priority) and (
+                        admit is None or admit(-self._heap[0][0])):
+                    return self._pop_head()
                 if self._closed:
                     return None
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     return None
                 self._cond.wait(remaining)
+
+    def _pop_head(self) -> T:  # under the lock; wakes wait_room
+        item = heapq.heappop(self._heap)[2]
+        self._cond.notify_all()
+        return item
 
     def head(self) -> T | None:
         """The item :meth:`pop` would return, left in place."""
@@ -111,6 +154,7 @@ class BoundedPriorityQueue(Generic[T]):
             if taken:
                 self._heap = kept
                 heapq.heapify(self._heap)
+                self._cond.notify_all()
             return [entry[2] for entry in sorted(taken, key=_order)]
 
     def take_all(self) -> list[T]:
@@ -118,6 +162,7 @@ class BoundedPriorityQueue(Generic[T]):
         with self._cond:
             items = [entry[2] for entry in sorted(self._heap, key=_order)]
             self._heap.clear()
+            self._cond.notify_all()
             return items
 
     def close(self) -> None:

@@ -19,15 +19,15 @@ format=None, max_buffered_s=30.0)``
     until the final event; ``item.result`` holds it.
 
 ``AudioPlayer(settings: AudioSettings, on_event: Callable[[PlaybackEvent], None])``
-    ``start()``; ``submit(item)`` (raises ``QueueFull`` when ``audio.queue_max`` items
-    wait, ``PlayerClosed`` when not running; both are ``SubmitError`` with a readable
-    message); ``stop(flush=False)`` cuts the utterance playing within one period and,
-    with ``flush``, drops everything queued; ``set_volume(v)`` sets the device volume
+    ``start()``; ``submit(item)`` (``QueueFull`` when ``audio.queue_max`` items wait and it
+    is not more urgent than all, ``PlayerClosed`` when not running: ``SubmitError`` s);
+    ``has_room(priority, timeout=0.0)``: would ``submit`` take it, waiting for room (the
+    synthesis worker asks first); ``stop(flush=False)`` cuts the utterance playing
+    within one period and, with ``flush``, drops everything queued; ``set_volume(v)``
     (ALSA mixer when ``audio.mixer`` is set, else software, ramped); ``close(timeout)``;
-    ``stats()`` -> :class:`~agent.audio.stats.PlayerStats` (``state`` "ok"/"degraded",
-    ``reason``, ``device``, ``queue_depth``, ``playing``, ``underruns``,
-    ``device_errors``, ``seconds_played``, per-kind event counts, ``volume``,
-    ``busy_since``, ``alive``).
+    ``stats()`` -> :class:`~agent.audio.stats.PlayerStats` (``state``, ``reason``,
+    ``device``, ``queue_depth``, ``playing``, ``underruns``, ``device_errors``,
+    ``seconds_played``, per-kind event counts, ``volume``, ``busy_since``, ``alive``).
 
 ``PlaybackEvent(kind, request_id, reason=None, audio_seconds=0.0)``
     kind is ``started`` (first frame written), ``finished`` (played out, drained from
@@ -124,6 +124,11 @@ class AudioPlayer:
             self._queue.push(item)
             item._bind(self._wake.set)
         self._wake.set()
+
+    def has_room(self, priority: int, timeout: float = 0.0) -> bool:
+        """Whether :meth:`submit` would queue an item of ``priority``, waiting up to
+        ``timeout`` for room (any thread)."""
+        return self._queue.wait_room(priority, timeout)
 
     def stop(self, flush: bool = False) -> None:
         """Cut the utterance playing within one period (any thread).

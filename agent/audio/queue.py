@@ -4,6 +4,11 @@ A :class:`agent.bounded_queue.BoundedPriorityQueue` of :class:`~agent.audio.item
 keyed by the item's own priority, plus the refusals :meth:`AudioPlayer.submit
 <agent.audio.player.AudioPlayer.submit>` raises. Thread-safe; every method is one atomic step
 under the queue's lock.
+
+It holds ``maxsize`` items; an item more urgent than every queued one overtakes a full queue
+(up to ``maxsize`` such items more), so an urgent announcement still interrupts while a
+backlog waits. The synthesis worker asks :meth:`PlayQueue.wait_room` before it submits, so the
+bound holds the worker back instead of failing requests.
 """
 
 from __future__ import annotations
@@ -30,10 +35,16 @@ class PlayQueue:
     """Items waiting to play, ordered by (priority descending, submission order)."""
 
     def __init__(self, maxsize: int) -> None:
-        self._items: BoundedPriorityQueue[PlayItem] = BoundedPriorityQueue(maxsize)
+        self._items: BoundedPriorityQueue[PlayItem] = BoundedPriorityQueue(
+            maxsize, overtake=maxsize)
 
     def __len__(self) -> int:
         return len(self._items)
+
+    def wait_room(self, priority: int, timeout: float) -> bool:
+        """Whether :meth:`push` would take an item of ``priority``, waiting up to ``timeout``
+        (0: not at all) for room."""
+        return self._items.wait_room(priority, timeout)
 
     def push(self, item: PlayItem) -> None:
         """Queue ``item``; raises :class:`QueueFull` when the queue is at its limit."""

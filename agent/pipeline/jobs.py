@@ -9,6 +9,7 @@ deadline; :class:`JobQueue` holds them for the synthesis worker, most urgent fir
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from agent.audio.item import PRIORITY_NORMAL
@@ -71,7 +72,12 @@ class JobsFull(Exception):
 
 
 class JobQueue:
-    """Bounded queue of speak jobs, most urgent first, FIFO within a priority. Thread-safe."""
+    """Bounded queue of speak jobs, most urgent first, FIFO within a priority. Thread-safe.
+
+    Its bound is the agent's backlog of accepted requests that are not yet synthesized: the
+    synthesis worker takes a job only when the player has room for it, so while the player is
+    behind, jobs wait here and a full queue is what refuses new requests (``busy``).
+    """
 
     def __init__(self, maxsize: int) -> None:
         self._jobs: BoundedPriorityQueue[SpeakJob] = BoundedPriorityQueue(maxsize)
@@ -90,12 +96,22 @@ class JobQueue:
         except Full as exc:
             raise JobsFull(f"busy: {exc.maxsize} speak requests already queued") from None
 
-    def pop_above(self, priority: int | None, timeout: float = 0.0) -> SpeakJob | None:
-        """The most urgent job if its priority is above ``priority`` (any job when None).
+    def pop_above(self, priority: int | None, timeout: float = 0.0, *,
+                  admit: Callable[[int], bool] | None = None) -> SpeakJob | None:
+        """The most urgent job if its priority is above ``priority`` (any job when None) and
+        ``admit`` (e.g. "the player has room for it") accepts that priority.
 
         Waits up to ``timeout`` for one to arrive.
         """
-        return self._jobs.pop_above(priority, timeout)
+        return self._jobs.pop_above(priority, timeout, admit=admit)
+
+    def head(self) -> SpeakJob | None:
+        """The job :meth:`pop_above` would consider first, left in place."""
+        return self._jobs.head()
+
+    def take_expired(self, now: float) -> list[SpeakJob]:
+        """Remove and return the queued jobs whose deadline has passed."""
+        return self._jobs.take(lambda job: job.expired(now))
 
     def take_all(self) -> list[SpeakJob]:
         """Remove and return every queued job, most urgent first."""

@@ -9,9 +9,15 @@ urgent message never waits behind a long text (the player then lets it interrupt
 playing). A job whose item is over (interrupted, expired, failed) is dropped as soon as the
 player says so.
 
+Backpressure: the worker takes a job from the queue only once the player has room for it
+(:meth:`Player.has_room`); until then the job stays queued, where a more urgent one still goes
+first, a ``stop`` can clear it and a job whose deadline passes is answered ``expired``. So a
+full play queue never fails a request: it holds the worker back, the job queue fills, and the
+job queue's bound refuses new requests (``busy``, before ``accepted``).
+
 The final event of a job comes from the player (finished / interrupted / expired / failed),
 or from the worker through its :class:`Reporter` when the job never reached the player
-(expired before synthesis, unknown voice, unspeakable text, full play queue). The reporter is
+(expired before synthesis, unknown voice, unspeakable text, player closed). The reporter is
 the transport's business: the daemon passes its :class:`agent.mqtt.tracker.RequestTracker`,
 ``tts-agent say`` a small collector of its own.
 """
@@ -37,6 +43,11 @@ log = get_logger(__name__)
 
 _PUT_SLICE_S = 0.2
 """How long the worker waits on a full audio buffer before looking at the queue again."""
+_ROOM_SLICE_S = 0.2
+"""How long an idle worker waits for room in the play queue before looking at the queue
+again (a more urgent job may have come, or a waiting one expired)."""
+_IDLE_WAIT_S = 0.5
+"""How long an idle worker with nothing queued waits for a job before checking for stop."""
 
 WorkerOutcome = Literal["failed", "expired"]
 """The final events the worker itself gives a job (every other one comes from the player)."""
@@ -52,6 +63,10 @@ class Player(Protocol):
     """What the worker needs from :class:`agent.audio.player.AudioPlayer`."""
 
     def submit(self, item: PlayItem) -> None: ...
+
+    def has_room(self, priority: int, timeout: float = 0.0) -> bool:
+        """Whether ``submit`` would take an item of ``priority``, waiting up to ``timeout``."""
+        ...
 
 
 class Reporter(Protocol):
@@ -128,8 +143,12 @@ class SynthesisWorker:
                 log.exception("synthesis_thread_setup_failed")
         while not self._stop.is_set():
             top = self._stack[-1] if self._stack else None
-            job = self.jobs.pop_above(None if top is None else top.job.priority,
-                                      timeout=0.0 if top is not None else 0.5)
+            try:
+                job = self._next_job(top)
+            except Exception:  # a bug must not kill the worker; look again a little later
+                log.exception("synthesis_worker_error")
+                self._stop.wait(_ROOM_SLICE_S)
+                continue
             self.busy_since = time.monotonic()
             try:
                 if job is not None:
@@ -148,6 +167,22 @@ class SynthesisWorker:
         for active in reversed(self._stack):
             active.item.fail("agent stopping")
         self._stack.clear()
+
+    def _next_job(self, top: _Active | None) -> SpeakJob | None:
+        """The job to begin now: the most urgent queued one, if it is more urgent than the job
+        being synthesized (``top``) and the player has room for it. Jobs whose deadline passed
+        while they waited are answered ``expired`` first. Waits a little when idle."""
+        for stale in self.jobs.take_expired(time.monotonic()):
+            with bind_request(stale.request_id):
+                self.reporter.finish(stale.request_id, "expired",
+                                     reason="expired before synthesis started")
+        floor = None if top is None else top.job.priority
+        head = self.jobs.head()
+        if top is None and head is not None:
+            self.player.has_room(head.priority, _ROOM_SLICE_S)  # backpressure: wait for room
+            return self.jobs.pop_above(floor, 0.0, admit=self.player.has_room)
+        return self.jobs.pop_above(floor, 0.0 if top is not None else _IDLE_WAIT_S,
+                                   admit=self.player.has_room)
 
     def _begin(self, job: SpeakJob) -> None:
         """Start a job: voice, play item, sentence iterator. Nothing heavy but the voice load."""
@@ -175,7 +210,7 @@ class SynthesisWorker:
             )
             try:
                 self.player.submit(item)
-            except Exception as exc:  # the play queue is full, or the player is closing
+            except Exception as exc:  # the player is closing (it had room: see _next_job)
                 self.reporter.finish(job.request_id, "failed", reason=str(exc))
                 return
             self._stack.append(_Active(job, item, iter(chunks)))

@@ -130,3 +130,65 @@ def test_concurrent_producers_never_exceed_the_bound() -> None:
     assert len(q) == 50 and len(refused) == 110
     items = q.take_all()
     assert len(set(items)) == 50 and not set(items) & set(refused)
+
+
+def test_room_for_is_the_bound_and_overtake_lets_a_more_urgent_item_past_it() -> None:
+    q: BoundedPriorityQueue[str] = BoundedPriorityQueue(2, overtake=2)
+    assert q.room_for(0)
+    q.put("n1", 0)
+    q.put("n2", 0)
+    assert not q.room_for(0) and not q.room_for(-10)  # full for anything not more urgent
+    with pytest.raises(Full):
+        q.put("n3", 0)
+    assert q.room_for(10)
+    q.put("h1", 10)  # more urgent than everything queued: it overtakes the full queue
+    assert not q.room_for(10) and q.room_for(100)  # not above h1 now; urgent still is
+    q.put("u1", 100)
+    assert not q.room_for(1000)  # maxsize + overtake reached
+    with pytest.raises(Full):
+        q.put("x", 1000)
+    assert [q.pop() for _ in range(4)] == ["u1", "h1", "n1", "n2"]
+    with pytest.raises(ValueError):
+        BoundedPriorityQueue(2, overtake=-1)
+
+
+def test_room_for_a_priority_implies_room_for_a_more_urgent_one() -> None:
+    q: BoundedPriorityQueue[int] = BoundedPriorityQueue(3, overtake=3)
+    for n, priority in enumerate([0, 10, -10, 100, 5, 20]):
+        if q.room_for(priority):
+            q.put(n, priority)
+        for low in range(-20, 120, 5):
+            if q.room_for(low):
+                assert all(q.room_for(high) for high in range(low, 120, 5))
+    assert len(q) <= 6
+
+
+def test_wait_room_wakes_when_an_item_leaves() -> None:
+    q: BoundedPriorityQueue[str] = BoundedPriorityQueue(1)
+    q.put("playing-next", 0)
+    assert q.wait_room(0, timeout=0.0) is False
+    got: list[bool] = []
+    waiter = threading.Thread(target=lambda: got.append(q.wait_room(0, timeout=30)))
+    waiter.start()
+    assert q.pop() == "playing-next"
+    waiter.join(10)
+    assert got == [True]
+    q.put("a", 0)
+    for remove in (lambda: q.take(lambda item: True), q.take_all):
+        got.clear()
+        waiter = threading.Thread(target=lambda: got.append(q.wait_room(0, timeout=30)))
+        waiter.start()
+        remove()
+        waiter.join(10)
+        assert got == [True]
+        q.put("a", 0)
+
+
+def test_pop_above_with_admit_leaves_items_it_does_not_admit() -> None:
+    q: BoundedPriorityQueue[str] = BoundedPriorityQueue(4)
+    q.put("n", 0)
+    q.put("u", 100)
+    assert q.pop_above(None, admit=lambda priority: priority < 100) is None  # head not admitted
+    assert len(q) == 2
+    assert q.pop_above(None, admit=lambda priority: True) == "u"
+    assert q.pop_above(None, admit=lambda priority: priority == 0) == "n"

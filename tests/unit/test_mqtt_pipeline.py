@@ -10,11 +10,13 @@ import json
 import queue
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from agent.audio.item import PlayItem
+from agent.audio.queue import PlayQueue
 from agent.library.voices import VoiceLibrary
 from agent.mqtt.client import InboundMessage, OutboundMessage, Publication
 from agent.mqtt.dispatch import Dispatcher, speak_deadline, speak_request
@@ -293,6 +295,9 @@ class HoldingPlayer:
             self.items.append(item)
             self.submitted.notify_all()
 
+    def has_room(self, priority: int, timeout: float = 0.0) -> bool:
+        return True
+
 
 def test_urgent_job_overtakes_a_long_one_mid_synthesis(tiny_voice_dir: Path,
                                                        tracker: RequestTracker) -> None:
@@ -325,6 +330,95 @@ def test_urgent_job_overtakes_a_long_one_mid_synthesis(tiny_voice_dir: Path,
     assert not closed_long, "the long job finished first: no preemption happened"
     assert [i.request_id for i in player.items] == ["long", "urgent"]
     assert urgent_item.priority > long_item.priority
+
+
+class BehindPlayer:
+    """A player that is behind: items wait in a real :class:`PlayQueue` until the test takes
+    them (``play_next``), and ``submit`` refuses as the real one does when it is full."""
+
+    def __init__(self, maxsize: int) -> None:
+        self.queue = PlayQueue(maxsize)
+        self.played: list[str] = []
+
+    def submit(self, item: PlayItem) -> None:
+        item._bind(lambda: None)
+        self.queue.push(item)
+
+    def has_room(self, priority: int, timeout: float = 0.0) -> bool:
+        return self.queue.wait_room(priority, timeout)
+
+    def play_next(self) -> str:
+        item = self.queue.pop()
+        assert item is not None
+        self.played.append(item.request_id)
+        return item.request_id
+
+
+def wait_until(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 30  # generous; never asserted as a timing
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        threading.Event().wait(0.01)
+
+
+@pytest.fixture()
+def tiny_voices(tiny_voice_dir: Path) -> VoiceLibrary:
+    return VoiceLibrary(Settings(device_id="d1", models={
+        "dir": tiny_voice_dir.parent, "default_voice": "tiny-test", "watch": False}))
+
+
+def test_worker_waits_for_room_instead_of_failing_and_urgent_goes_first(
+        tiny_voices: VoiceLibrary, tracker: RequestTracker, sent: Sent) -> None:
+    jobs = JobQueue(8)
+    player = BehindPlayer(maxsize=1)
+    worker = SynthesisWorker(jobs, tiny_voices, player, tracker)
+    for request_id in ("n1", "n2", "n3", "u1"):
+        tracker.open(request_id, "speak")
+    worker.start()
+    try:
+        for request_id in ("n1", "n2", "n3"):
+            jobs.put(job(request_id))
+        wait_until(lambda: len(player.queue) == 1 and len(jobs) == 2, "n1 to be submitted")
+        steps = worker.steps
+        wait_until(lambda: worker.steps > steps + 3, "the worker to look again")
+        assert len(jobs) == 2 and tracker.pending() == 4  # n2, n3 wait: nothing failed
+        jobs.put(job("u1", "urgent"))  # overtakes the full play queue
+        wait_until(lambda: len(player.queue) == 2, "the urgent job to be submitted")
+        assert player.play_next() == "u1"
+        assert player.play_next() == "n1"
+        wait_until(lambda: len(player.queue) == 1, "room to be used")
+        assert player.play_next() == "n2"
+        wait_until(lambda: len(player.queue) == 1, "room to be used")
+        assert player.play_next() == "n3"
+    finally:
+        worker.stop(5)
+    assert player.played == ["u1", "n1", "n2", "n3"]
+    assert not [e for e in sent.events() if e["final"]], sent.events()
+
+
+def test_a_job_waiting_for_room_expires_and_a_stop_clears_it(
+        tiny_voices: VoiceLibrary, tracker: RequestTracker, sent: Sent) -> None:
+    jobs = JobQueue(8)
+    player = BehindPlayer(maxsize=1)
+    worker = SynthesisWorker(jobs, tiny_voices, player, tracker)
+    for request_id in ("first", "late", "cleared"):
+        tracker.open(request_id, "speak")
+    worker.start()
+    try:
+        jobs.put(job("first"))
+        wait_until(lambda: len(player.queue) == 1, "the first job to be submitted")
+        command = SpeakCommand(id="late", text="Too late.")
+        jobs.put(SpeakJob("late", speak_request(command), time.monotonic() + 0.2))
+        jobs.put(job("cleared"))
+        wait_until(lambda: not tracker.is_open("late"), "the waiting job to expire")
+        assert [j.request_id for j in jobs.take_all()] == ["cleared"]  # what a stop does
+    finally:
+        worker.stop(5)
+    finals = {e["id"]: e for e in sent.events() if e["final"]}
+    assert (finals["late"]["event"], finals["late"]["reason"]) == (
+        "expired", "expired before synthesis started")
+    head = player.queue.head()
+    assert len(player.queue) == 1 and head is not None and head.request_id == "first"
 
 
 class Controls:
