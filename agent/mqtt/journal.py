@@ -225,7 +225,7 @@ class RequestJournal:
                     raise OpenRefused("cannot journal the request: the journal file is lost")
                 return
             self._check_room(request_id, len(record))
-            if self._file_bytes > max(COMPACT_MIN_BYTES, 2 * self._live_bytes):
+            if self._oversized():
                 self._compact()
             self._append(record, sync=True, refuse=True)
             self._live_bytes += len(record) - self._sizes.get(request_id, 0)
@@ -240,7 +240,8 @@ class RequestJournal:
             if not self.keep_speak or entry is None or entry.begun or self._fd is None:
                 return
             self._live[request_id] = replace(entry, begun=True)
-            self._append(mark("begun", request_id), sync=True)
+            if not (self._oversized() and self._compact()):  # a rewrite holds the mark
+                self._append(mark("begun", request_id), sync=True)
 
     def closed(self, request_id: str, event: EventName | None = None) -> None:
         """The request ends: forget it (synced only when it could otherwise be replayed)."""
@@ -251,6 +252,8 @@ class RequestJournal:
             self._live_bytes -= self._sizes.pop(request_id, 0)
             if not self._live and self._file_bytes > COMPACT_MIN_BYTES:
                 self._truncate()
+                return
+            if self._oversized() and self._compact():  # the rewrite leaves it out
                 return
             replayable = entry.speak is not None and not entry.begun
             self._append(mark("close", request_id), sync=replayable)
@@ -295,11 +298,19 @@ class RequestJournal:
         except OSError as exc:
             log.error("request_journal_write_failed", path=str(self.path), error=str(exc))
 
-    def _compact(self) -> None:
+    def _oversized(self) -> bool:
+        """The file has grown past twice its unfinished records: compact it before the next
+        record (an ``open`` or a mark), so it never outgrows what :meth:`load` reads."""
+        return self._file_bytes > max(COMPACT_MIN_BYTES, 2 * self._live_bytes)
+
+    def _compact(self) -> bool:
+        """Rewrite the file with the unfinished records only; False when that failed."""
         try:
             self._rewrite()
         except OSError as exc:  # keep appending to the old file
             log.error("request_journal_compaction_failed", path=str(self.path), error=str(exc))
+            return False
+        return True
 
     def _rewrite(self) -> None:
         """Replace the file, atomically, by the unfinished records only; reopen it."""

@@ -333,3 +333,40 @@ class _Controls:
 def _status() -> PingStatus:
     return PingStatus(state="online", version="0", uptime_s=0.0, voices=[], default_voice="v",
                       pending=0, volume=1.0, mqtt_reconnects=0)
+
+
+def test_marks_written_after_the_last_open_never_push_the_file_past_what_is_read(
+        path: Path) -> None:
+    """Review of #14: ``begun`` and ``close`` marks are appended without the compaction check
+    an ``open`` gets, so a journal near twice its live size that then sees many requests begin
+    and end outgrew what :meth:`RequestJournal.load` reads (``2 * max_bytes`` plus
+    :data:`COMPACT_MIN_BYTES`). The marks past that were lost on the restart: requests that
+    had been played and answered were replayed (spoken twice) or answered a second time."""
+    max_bytes = 400_000
+    journal = journal_at(path, replay=True, max_entries=2000, max_bytes=max_bytes)
+    journal.load()
+    tracker = RequestTracker(EventPublisher(Sent(), DEV), observer=journal)
+    ids = [f"{'x' * 120}-{index:05d}" for index in range(1023)]
+    for request_id in ids:
+        open_request(tracker, request_id, subject=job(request_id, "Mind the gap, please."))
+    live = path.stat().st_size
+    churn = 0
+    while path.stat().st_size < 2 * live - 4096:  # grow it to just below its compaction point
+        churn_id = f"churn-{churn}"
+        open_request(tracker, churn_id, subject=job(churn_id, "Mind the gap, please."))
+        tracker.finish(churn_id, "finished")
+        churn += 1
+    for request_id in ids[:1000]:  # played and answered: marked begun, then closed
+        tracker.note(request_id, voice="v")
+        tracker.finish(request_id, "finished")
+    assert path.stat().st_size <= 2 * max_bytes + COMPACT_MIN_BYTES
+    # The process dies here; the restart's speak queue takes every replay.
+    sent, jobs = Sent(), JobQueue(2048)
+    again = journal_at(path, replay=True, max_entries=2000, max_bytes=max_bytes)
+    answer_journalled(again, RequestTracker(EventPublisher(sent, DEV), observer=again), jobs,
+                      settings_for(path.parent, replay=True), reply_allowed=lambda topic: True)
+    assert not path.with_name("requests.journal.corrupt").exists()
+    replayed = [jobs.pop_above(None) for _ in range(len(jobs))]
+    assert sorted(j.request_id for j in replayed if j is not None) == ids[1000:]
+    assert [e["id"] for e in sent.events() if e["event"] == "accepted"] == ids[1000:]
+    assert sent.finals() == {}
