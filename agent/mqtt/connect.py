@@ -38,6 +38,18 @@ __all__ = ["MAX_QUEUED_MESSAGES", "ClientConfigError", "closed_hint", "failure_h
            "refusal_hint"]
 
 MAX_QUEUED_MESSAGES = 1000
+FINALS_PER_REQUEST = 3
+"""Messages one journalled request's final can take: its event, and a Response Topic reply or
+Hermes' ``sayFinished`` and ``error/tts``."""
+
+
+def queue_limit(settings: MqttSettings) -> int:
+    """Outgoing QoS 1 messages paho may hold while disconnected: the usual bound, plus room for
+    the finals a restart publishes for a full request journal before the first connection
+    (:func:`agent.mqtt.recovery.answer_journalled`), so none of them is dropped."""
+    journal = settings.journal
+    return MAX_QUEUED_MESSAGES + (FINALS_PER_REQUEST * journal.max_entries
+                                  if journal.enabled else 0)
 """Outgoing QoS 1 messages paho keeps while the broker is unreachable; newer ones are dropped."""
 
 
@@ -86,7 +98,7 @@ def new_paho(settings: MqttSettings, client_id: str, *, persistent: bool,
         protocol=MQTTProtocolVersion.MQTTv5 if mqtt5 else MQTTProtocolVersion.MQTTv311,
         reconnect_on_failure=False,
     )
-    client.max_queued_messages_set(MAX_QUEUED_MESSAGES)
+    client.max_queued_messages_set(queue_limit(settings))
     if settings.tls:
         client.tls_set_context(_tls_context(settings))
     _set_credentials(client, settings)

@@ -1,7 +1,8 @@
 """Review of #14 item 10: a full journal is answered after a restart, however many requests it
 holds. The finals are published before the MQTT client has connected, so they wait in paho's
-queue of outgoing QoS 1 messages (:data:`agent.mqtt.connect.MAX_QUEUED_MESSAGES`); with a
-Response Topic each request needs two of them. Real Mosquitto, in-process agent, tiny voice."""
+queue of outgoing QoS 1 messages, which :func:`agent.mqtt.connect.queue_limit` sizes for a full
+journal (with a Response Topic each request needs two of them). Real Mosquitto, in-process
+agent, tiny voice."""
 
 from __future__ import annotations
 
@@ -26,9 +27,6 @@ LEFT = 1000
 WAIT_S = 30.0  # generous bound for the last final once the agent runs; never asserted
 
 
-@pytest.mark.xfail(strict=True, reason="open defect (review of #14): answer_journalled publishes "
-                   "every final before the client connects; paho queues at most "
-                   "MAX_QUEUED_MESSAGES (1000) and drops the rest, and the journal forgets them")
 def test_every_journalled_request_is_answered_even_past_the_client_queue(
         mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Path) -> None:
     settings = agent_settings(mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent")
