@@ -11,7 +11,8 @@ process (``python -m agent run``, default settings but for the broker, the voice
 command) keeps sending short speak commands and pings, and now and then resends an id on
 purpose. Meanwhile the broker is restarted ``--restarts`` times (one of them stays down
 ``--long-down-s``), and ``--kills`` times a burst of speak commands is queued, the agent is
-SIGKILLed once they are accepted, and started again on the same cache directory.
+SIGKILLed once they are accepted, and started again on the same cache directory; once it is
+back, a speak command that had finished before the kill is resent.
 
 Per command id it counts: sent, accepted, finals, lost (never a final by the end, after a
 settle period), duplicated finals (more finals than the id was sent; a ``duplicate`` answer to
@@ -105,6 +106,7 @@ class Ledger:
     def __init__(self) -> None:
         self.cond = threading.Condition()
         self.sent: dict[str, str] = {}            # id -> command
+        self.bodies: dict[str, dict[str, Any]] = {}
         self.resends: Counter[str] = Counter()
         self.events: dict[str, list[dict[str, Any]]] = {}
         self.copies = 0                           # QoS 1 copies of an event already received
@@ -194,6 +196,7 @@ class Controller:
             if request_id in self.ledger.sent:
                 self.ledger.resends[request_id] += 1
             self.ledger.sent[request_id] = command
+            self.ledger.bodies[request_id] = body
         payload = json.dumps({"id": request_id, **body})
         self.client.publish(f"{self.prefix}/cmd/{command}", payload, qos=1)  # paho queues it
         with self.ledger.cond:                                                # while away
@@ -273,7 +276,12 @@ class Agent:
 def crash(controller: Controller, agent: Agent, ledger: Ledger, kill: int, burst: int
           ) -> dict[str, Any]:
     """Queue ``burst`` speak commands, SIGKILL the agent once they are accepted, start it
-    again; the ids that were accepted and unfinished when it died."""
+    again; the ids that were accepted and unfinished when it died. Once it is back, a speak
+    command that had finished before the kill is resent (a controller retrying after it saw
+    the agent go offline): the probe of whether a repeat across a restart is spoken again."""
+    with ledger.cond:
+        probe = next((i for i in reversed(ledger.sent) if ledger.sent[i] == "speak"
+                      and ledger.has(i, "finished") and not ledger.resends[i]), None)
     ids = [f"{controller.run}-k{kill}-{n}" for n in range(burst)]
     for n, request_id in enumerate(ids):
         controller.send("speak", request_id, {"text": BURST_TEXT.format(n=n + 1)})
@@ -286,8 +294,11 @@ def crash(controller: Controller, agent: Agent, ledger: Ledger, kill: int, burst
                    if command == "speak" and ledger.has(i, "accepted") and not ledger.finals(i)]
     restarted = agent.start()
     online = ledger.online_since(restarted, WAIT_S)
+    if probe is not None:
+        controller.send("speak", probe, ledger.bodies[probe])
     return {"burst_accepted_before_kill": all_in, "exit_code": code, "pending": pending,
-            "online_again": online, "killed_at": killed, "restarted_at": restarted}
+            "online_again": online, "killed_at": killed, "restarted_at": restarted,
+            "probe": probe}
 
 
 def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
@@ -360,6 +371,7 @@ def count(ledger: Ledger, crashes: list[dict[str, Any]]) -> dict[str, Any]:
     across = [i for i in twice if straddles(ledger.events[i], kills)]
     repeats = [i for i in duplicated if all(e["event"] == "duplicate"
                                             for e in ledger.finals(i)[1:])]
+    probes = [c["probe"] for c in crashes if c["probe"] is not None]
     pongs = [e for i in sent for e in ledger.events.get(i, []) if e["event"] == "pong"]
     pending = [i for c in crashes for i in c["pending"]]
     answered = {i: after[0] for c in crashes for i in c["pending"]  # its first final since
@@ -375,6 +387,7 @@ def count(ledger: Ledger, crashes: list[dict[str, Any]]) -> dict[str, Any]:
         "accepted": sum(ledger.has(i, "accepted") for i in sent),
         "with_final": len(sent) - len(lost), "lost": lost, "duplicated": duplicated,
         "duplicated_repeat_answers": repeats, "spoken_twice_across_restart": across,
+        "probes": len(probes), "probes_spoken_again": [i for i in probes if i in twice],
         "unanswered": unanswered, "in_progress": sum(
             e["event"] == "in_progress" for i in sent for e in ledger.events.get(i, [])),
         "max_pending": max((int(e.get("status", {}).get("pending", 0)) for e in pongs),
@@ -431,6 +444,10 @@ def record(result: dict[str, Any], args: argparse.Namespace) -> Figures:
          "ids started twice, or finished after a duplicate answer"),
         ("spoken_twice_across_restart", len(result["spoken_twice_across_restart"]),
          "of those, ids started once before an agent kill and again after its restart"),
+        ("probes", result["probes"],
+         "speak ids finished before a kill and resent once the agent was back"),
+        ("probes_spoken_again", len(result["probes_spoken_again"]),
+         "of those, spoken again (the repeat memory did not survive the restart)"),
         ("pending_at_kill", result["pending_at_kill"],
          "speak ids accepted and unfinished when the agent was killed"),
         ("answered_after_crash", result["answered_after_crash"],
@@ -484,7 +501,8 @@ def report(result: dict[str, Any]) -> None:
     print(f"duplicated finals {len(result['duplicated'])} (repeat answers "
           f"{len(result['duplicated_repeat_answers'])}), spoken twice "
           f"{len(result['spoken_twice'])} (across a restart "
-          f"{len(result['spoken_twice_across_restart'])}), QoS 1 event copies "
+          f"{len(result['spoken_twice_across_restart'])}; resent after a restart "
+          f"{len(result['probes_spoken_again'])} of {result['probes']}), QoS 1 event copies "
           f"{result['event_copies']}, tracebacks {result['tracebacks']}")
     print(f"accepted and unfinished at the kill {result['pending_at_kill']}, answered after "
           f"the restart {result['answered_after_crash']}: {result['after_crash_finals']}")
