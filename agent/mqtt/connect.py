@@ -38,6 +38,7 @@ __all__ = ["MAX_QUEUED_MESSAGES", "ClientConfigError", "closed_hint", "failure_h
            "refusal_hint"]
 
 MAX_QUEUED_MESSAGES = 1000
+"""Outgoing QoS 1 messages paho keeps while the broker is unreachable; newer ones are dropped."""
 FINALS_PER_REQUEST = 3
 """Messages one journalled request's final can take: its event, and a Response Topic reply or
 Hermes' ``sayFinished`` and ``error/tts``."""
@@ -50,7 +51,6 @@ def queue_limit(settings: MqttSettings) -> int:
     journal = settings.journal
     return MAX_QUEUED_MESSAGES + (FINALS_PER_REQUEST * journal.max_entries
                                   if journal.enabled else 0)
-"""Outgoing QoS 1 messages paho keeps while the broker is unreachable; newer ones are dropped."""
 
 
 class ClientConfigError(Exception):

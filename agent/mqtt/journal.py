@@ -9,19 +9,33 @@ The file (``mqtt.journal.file``, default ``<cache.dir>/requests.journal``) is ap
 JSON record per line (:mod:`agent.mqtt.journal_records`): ``open`` with what is needed to
 answer the request (reply route, Hermes origin, accepted time, deadline) and, only with replay
 on, what to say; ``begun`` (replay on only) once the worker took it up, before the player had
-it, so it may have been heard and is never played again; ``close`` when it ends.
+it, so it may have been heard and is never played again; ``close`` when it ends, with its
+outcome (final event, reason, Unix end time).
+
+Outcomes: the journal also keeps the outcomes of the speak requests that ended in the repeat
+window (:data:`agent.mqtt.repeats.RECENT_TTL_S` after they ended, at most
+:data:`agent.mqtt.repeats.RECENT_IDS` of them and :data:`MAX_ENDED_BYTES` of their records,
+the oldest dropped first). After a restart they seed the tracker's memory of used-up ids
+(:func:`agent.mqtt.recovery.answer_journalled`), so a repeat of a request that had already
+ended before the crash is answered ``duplicate`` with its outcome, as before it, and never
+spoken again.
 
 Durability: an ``open`` record is written and ``fdatasync``-ed before ``accepted`` leaves; a
 refusal to write (full, or an I/O error) rejects the request instead. ``begun`` is synced
 before the player gets the request; a ``close`` of a request that could otherwise be replayed
-is synced before its final event; other ``close`` records are written at once (a killed process
-loses nothing written) and synced with the next sync. So a power cut, unlike a crash, can make
-a request answered just before it be answered again with ``failed``; it is never played twice.
+is synced before its final event; other ``close`` records (outcome included) are written at
+once (a killed process loses nothing written) and synced with the next sync. So a power cut,
+unlike a crash, can make a request answered just before it be answered again with ``failed``
+(it is never played twice), and can lose the last outcomes: a repeat of such an id after the
+power cut is served as new.
 
 Bounds: at most ``max_entries`` unfinished requests and ``max_bytes`` of their records; a speak
 request beyond either is rejected (``busy: request journal full``). The file is compacted
-(rewritten atomically with only the unfinished requests) when it grows past twice their size,
-and emptied when none is left, so it stays within about twice ``max_bytes``.
+(rewritten atomically with only the unfinished requests and the outcomes still inside the
+window) when it grows past twice their size, so it stays within about twice ``max_bytes`` plus
+:data:`MAX_ENDED_BYTES`, and :data:`COMPACT_MIN_BYTES`. It is emptied only when it holds
+neither an unfinished request nor an outcome inside the window: an agent that served a request
+in the last ten minutes leaves a file of outcomes behind, by design.
 
 Loading: a torn last line (a write cut by the crash) is ignored; any other unreadable content,
 or a file that is not a regular file, is logged, moved aside to ``<file>.corrupt`` (replacing an
@@ -47,7 +61,9 @@ from typing import TYPE_CHECKING
 from agent.audio.item import PRIORITIES
 from agent.fsutil import atomic_write
 from agent.logs import get_logger
-from agent.mqtt.journal_records import JournalEntry, mark, parse
+from agent.mqtt.journal_records import Ended, JournalEntry, Outcomes, mark, read_records
+from agent.mqtt.protocol import FINAL_EVENTS
+from agent.mqtt.repeats import RECENT_IDS, RECENT_TTL_S
 from agent.mqtt.tracker import OpenRefused
 from agent.pipeline.jobs import SpeakJob
 
@@ -57,7 +73,7 @@ if TYPE_CHECKING:
     from agent.mqtt.publisher import ReplyRoute
     from agent.settings import Settings
 
-__all__ = ["JOURNAL_NAME", "Replay", "RequestJournal"]
+__all__ = ["JOURNAL_NAME", "MAX_ENDED_BYTES", "Replay", "RequestJournal"]
 
 log = get_logger(__name__)
 
@@ -65,6 +81,8 @@ JOURNAL_NAME = "requests.journal"
 """The journal's file name in ``cache.dir`` when ``mqtt.journal.file`` is unset."""
 COMPACT_MIN_BYTES = 64 * 1024
 """The file is not compacted below this size."""
+MAX_ENDED_BYTES = 1024 * 1024
+"""The records of ended requests' outcomes kept at most (beyond it the oldest are dropped)."""
 _NAMES = {level: name for name, level in PRIORITIES.items()}
 
 
@@ -97,6 +115,7 @@ class RequestJournal:
         self._sizes: dict[str, int] = {}
         self._live_bytes = 0
         self._file_bytes = 0
+        self._ended = Outcomes(RECENT_TTL_S, RECENT_IDS, MAX_ENDED_BYTES)
         self._fd: int | None = None
         self._loaded = False
         """Loaded and open for appending; a descriptor lost since then refuses requests."""
@@ -121,6 +140,11 @@ class RequestJournal:
         with self._lock:
             return list(self._live.values())
 
+    def recent_outcomes(self) -> list[Ended]:
+        """Outcomes of the requests that ended inside the repeat window, oldest first."""
+        with self._lock:
+            return self._ended.values(time.time())
+
     # -- main thread ----------------------------------------------------------------------
 
     def load(self) -> list[JournalEntry]:
@@ -137,7 +161,8 @@ class RequestJournal:
             log.error("request_journal_unavailable", path=str(self.path), error=str(exc),
                       hint="requests are served but not kept across a crash")
             return []
-        entries, bad, torn = parse(data)
+        journalled = read_records(data)
+        entries, bad, torn = journalled.entries, journalled.bad, journalled.torn
         if torn:
             log.warning("request_journal_torn_tail", path=str(self.path))
         if entries:
@@ -146,6 +171,9 @@ class RequestJournal:
             self._live = entries
             self._sizes = {key: len(entry.record()) for key, entry in entries.items()}
             self._live_bytes = sum(self._sizes.values())
+            self._ended = Outcomes(RECENT_TTL_S, RECENT_IDS, MAX_ENDED_BYTES)
+            for ended in journalled.ended.values():
+                self._ended.keep(ended)
             try:
                 if problem is not None or bad:
                     aside = self.path.with_name(self.path.name + ".corrupt")
@@ -162,12 +190,13 @@ class RequestJournal:
         return list(entries.values())
 
     def close(self) -> None:
-        """Sync and close the file (shutdown); emptied when nothing is left unfinished."""
+        """Sync and close the file (shutdown); emptied when nothing is left unfinished and no
+        outcome is inside the repeat window."""
         with self._lock:
             if self._fd is None:
                 return
             try:
-                if not self._live:
+                if not self._live and not self._ended.values(time.time()):
                     os.ftruncate(self._fd, 0)
                 os.fsync(self._fd)
             except OSError as exc:
@@ -177,7 +206,7 @@ class RequestJournal:
 
     def _read(self) -> tuple[bytes, str | None]:
         """The file's bytes (bounded) and what is wrong with it, if anything."""
-        limit = 2 * self.max_bytes + COMPACT_MIN_BYTES
+        limit = 2 * (self.max_bytes + MAX_ENDED_BYTES) + COMPACT_MIN_BYTES
         try:
             fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
         except FileNotFoundError:
@@ -228,6 +257,7 @@ class RequestJournal:
             if self._oversized():
                 self._compact()
             self._append(record, sync=True, refuse=True)
+            self._ended.forget(request_id)  # open again: its new outcome will replace it
             self._live_bytes += len(record) - self._sizes.get(request_id, 0)
             self._live.pop(request_id, None)
             self._live[request_id] = entry
@@ -243,20 +273,25 @@ class RequestJournal:
             if not (self._oversized() and self._compact()):  # a rewrite holds the mark
                 self._append(mark("begun", request_id), sync=True)
 
-    def closed(self, request_id: str, event: EventName | None = None) -> None:
-        """The request ends: forget it (synced only when it could otherwise be replayed)."""
+    def closed(self, request_id: str, event: EventName | None = None,
+               reason: str | None = None) -> None:
+        """The request ends with ``event`` (``reason``): forget it, keep its outcome for the
+        repeat window (synced only when it could otherwise be replayed)."""
         with self._lock:
             entry = self._live.pop(request_id, None)
             if entry is None or self._fd is None:
                 return
             self._live_bytes -= self._sizes.pop(request_id, 0)
-            if not self._live and self._file_bytes > COMPACT_MIN_BYTES:
+            record = mark("close", request_id)
+            if event is not None and event in FINAL_EVENTS:
+                record = self._ended.keep(Ended(request_id, event, reason, time.time()))
+            if not self._live and not self._ended.bytes and self._file_bytes > COMPACT_MIN_BYTES:
                 self._truncate()
                 return
-            if self._oversized() and self._compact():  # the rewrite leaves it out
+            if self._oversized() and self._compact():  # the rewrite has its outcome only
                 return
             replayable = entry.speak is not None and not entry.begun
-            self._append(mark("close", request_id), sync=replayable)
+            self._append(record, sync=replayable)
 
     # -- file operations (journal lock held) ----------------------------------------------
 
@@ -301,10 +336,12 @@ class RequestJournal:
     def _oversized(self) -> bool:
         """The file has grown past twice its unfinished records: compact it before the next
         record (an ``open`` or a mark), so it never outgrows what :meth:`load` reads."""
-        return self._file_bytes > max(COMPACT_MIN_BYTES, 2 * self._live_bytes)
+        return self._file_bytes > max(COMPACT_MIN_BYTES,
+                                      2 * (self._live_bytes + self._ended.bytes))
 
     def _compact(self) -> bool:
-        """Rewrite the file with the unfinished records only; False when that failed."""
+        """Rewrite the file with the unfinished records and the outcomes inside the window
+        only; False when that failed."""
         try:
             self._rewrite()
         except OSError as exc:  # keep appending to the old file
@@ -313,8 +350,10 @@ class RequestJournal:
         return True
 
     def _rewrite(self) -> None:
-        """Replace the file, atomically, by the unfinished records only; reopen it."""
-        data = b"".join(entry.record() for entry in self._live.values())
+        """Replace the file, atomically, by the outcomes inside the window and the unfinished
+        records (in that order: an id's ``open`` after its outcome is open again); reopen it."""
+        data = b"".join([*(ended.record() for ended in self._ended.values(time.time())),
+                         *(entry.record() for entry in self._live.values())])
         atomic_write(self.path, data, mode=0o600, prefix=f".{self.path.name}.")
         self._close_fd()  # the old file is gone: never append to it again
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)

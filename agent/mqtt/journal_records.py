@@ -5,7 +5,12 @@
   Correlation Data in base64, the Hermes origin, the Unix times it was accepted and must start
   playing by) and, only with replay on, what to say (``speak``); the last ``open`` of an id wins;
 - ``{"op": "begun", "id"}``: the synthesis worker took the request up;
-- ``{"op": "close", "id"}``: its final event is being published.
+- ``{"op": "close", "id", "event", "reason", "at"}``: its final event is being published;
+  ``event`` and ``reason`` (optional) are that final event's, ``at`` the Unix time it ended.
+  Kept after the request is forgotten, within the repeat window, so a repeat of the id after a
+  restart is answered ``duplicate`` with that outcome (:class:`Ended`). A ``close`` without
+  ``event`` only ends the request. A ``close`` whose ``open`` is gone (compacted) is an outcome
+  only.
 
 Reading checks every record as strictly as a command (pydantic, unknown fields refused, every
 string bounded); a line that fails is counted, never trusted.
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Annotated, Any, Literal
 
@@ -22,10 +28,11 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from agent.logs import get_logger
 from agent.mqtt.hermes import HermesOrigin
+from agent.mqtt.protocol import FINAL_EVENTS, EventName
 from agent.mqtt.publisher import ReplyRoute
 from agent.mqtt.topics import Topic, TopicError
 
-__all__ = ["JournalEntry", "mark", "parse"]
+__all__ = ["Ended", "JournalEntry", "Journalled", "Outcomes", "mark", "parse", "read_records"]
 
 log = get_logger(__name__)
 
@@ -65,6 +72,9 @@ class _OpenRecord(_Model):
 class _MarkRecord(_Model):
     op: Literal["begun", "close"]
     id: str = Field(min_length=1, max_length=_MAX_FIELD)
+    event: EventName | None = None
+    reason: _Text | None = None
+    at: float | None = None
 
 
 _RECORD: TypeAdapter[_OpenRecord | _MarkRecord] = TypeAdapter(
@@ -106,6 +116,65 @@ class JournalEntry:
         return text.encode("utf-8")
 
 
+@dataclass(frozen=True, slots=True)
+class Ended:
+    """The outcome of a speak request that ended: its final event, reason and Unix end time."""
+
+    request_id: str
+    event: EventName
+    reason: str | None
+    ended_at: float
+
+    def record(self) -> bytes:
+        """Its ``close`` record (the reason cut to the field bound)."""
+        line: dict[str, Any] = {"op": "close", "id": self.request_id, "event": self.event}
+        if self.reason is not None:
+            line["reason"] = self.reason[:_MAX_FIELD]
+        line["at"] = round(self.ended_at, 3)
+        return (json.dumps(line, separators=(",", ":"), ensure_ascii=False)
+                + "\n").encode("utf-8")
+
+
+class Outcomes:
+    """Outcomes of ended requests, oldest ending first, bounded: those that ended more than
+    ``ttl_s`` ago, beyond ``capacity`` or beyond ``max_bytes`` of records are dropped, oldest
+    first. Not thread-safe (the journal's lock)."""
+
+    def __init__(self, ttl_s: float, capacity: int, max_bytes: int) -> None:
+        self.ttl_s, self.capacity, self.max_bytes = ttl_s, capacity, max_bytes
+        self._kept: OrderedDict[str, tuple[Ended, int]] = OrderedDict()
+        self.bytes = 0
+        """The size of their records."""
+
+    def keep(self, ended: Ended) -> bytes:
+        """Remember ``ended`` as the newest (replacing what was known of its id); its record."""
+        self.forget(ended.request_id)
+        record = ended.record()
+        self._kept[ended.request_id] = (ended, len(record))
+        self.bytes += len(record)
+        self._prune(ended.ended_at)
+        return record
+
+    def forget(self, request_id: str) -> None:
+        kept = self._kept.pop(request_id, None)
+        if kept is not None:
+            self.bytes -= kept[1]
+
+    def values(self, now: float) -> list[Ended]:
+        """Those still inside the bounds at Unix time ``now``, oldest first."""
+        self._prune(now)
+        return [ended for ended, _ in self._kept.values()]
+
+    def _prune(self, now: float) -> None:
+        while self._kept:
+            ended, size = next(iter(self._kept.values()))
+            if (now - ended.ended_at <= self.ttl_s and len(self._kept) <= self.capacity
+                    and self.bytes <= self.max_bytes):
+                return
+            self._kept.popitem(last=False)
+            self.bytes -= size
+
+
 def mark(op: str, request_id: str) -> bytes:
     return (json.dumps({"op": op, "id": request_id}, separators=(",", ":"),
                        ensure_ascii=False) + "\n").encode("utf-8")
@@ -126,12 +195,26 @@ def _entry(record: _OpenRecord) -> JournalEntry:
                         hermes, record.speak, record.replays)
 
 
-def parse(data: bytes) -> tuple[dict[str, JournalEntry], int, bool]:
-    """The unfinished entries in ``data`` (in the order accepted), the number of unreadable
-    lines, and whether the last line was torn (no newline)."""
+@dataclass(frozen=True, slots=True)
+class Journalled:
+    """What a journal file holds (:func:`read_records`)."""
+
+    entries: dict[str, JournalEntry]
+    """The unfinished requests, in the order accepted."""
+    ended: OrderedDict[str, Ended]
+    """Outcomes of ended requests, oldest ending first (not yet cut to the repeat window)."""
+    bad: int
+    """Unreadable lines."""
+    torn: bool
+    """The last line has no newline (a write cut by a crash); it is ignored."""
+
+
+def read_records(data: bytes) -> Journalled:
+    """Everything ``data`` holds; see :class:`Journalled`."""
     lines = data.split(b"\n")
     torn = lines.pop() != b""
     entries: dict[str, JournalEntry] = {}
+    ended: OrderedDict[str, Ended] = OrderedDict()
     bad = 0
     for line in lines:
         try:
@@ -141,9 +224,21 @@ def parse(data: bytes) -> tuple[dict[str, JournalEntry], int, bool]:
             continue
         if isinstance(record, _OpenRecord):
             entries.pop(record.id, None)
+            ended.pop(record.id, None)
             entries[record.id] = _entry(record)
         elif record.op == "close":
             entries.pop(record.id, None)
+            ended.pop(record.id, None)
+            if (record.event is not None and record.event in FINAL_EVENTS
+                    and record.at is not None):
+                ended[record.id] = Ended(record.id, record.event, record.reason, record.at)
         elif record.id in entries:
             entries[record.id] = replace(entries[record.id], begun=True)
-    return entries, bad, torn
+    return Journalled(entries, ended, bad, torn)
+
+
+def parse(data: bytes) -> tuple[dict[str, JournalEntry], int, bool]:
+    """The unfinished entries in ``data`` (in the order accepted), the number of unreadable
+    lines, and whether the last line was torn (no newline)."""
+    journalled = read_records(data)
+    return journalled.entries, journalled.bad, journalled.torn

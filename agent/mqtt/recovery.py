@@ -13,7 +13,14 @@ Correlation Data and, for a Hermes say, on ``hermes/error/tts`` and ``hermes/tts
   Topic that is still allowed). Otherwise it fails with ``agent restarted; <why>``.
 
 A request is forgotten only after its answer is published: a crash in between answers it again
-rather than never.
+rather than never. Its outcome stays in the journal for the repeat window, like that of every
+request that ended.
+
+First, the outcomes of the requests that ended in the last run's repeat window (kept by the
+journal) seed the tracker's memory of used-up ids, their wall-clock age carried over to the
+monotonic clock it uses: a repeat of such an id (a controller's resend, a broker's redelivery)
+is answered ``duplicate`` with the original outcome, as before the crash, and never spoken
+again.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from agent.mqtt.journal import Replay, RequestJournal
 from agent.mqtt.journal_records import JournalEntry
 from agent.mqtt.protocol import SpeakCommand
 from agent.mqtt.publisher import ReplyRoute
+from agent.mqtt.repeats import Outcome
 from agent.mqtt.topics import Topic
 from agent.mqtt.tracker import OpenRefused, RequestTracker
 from agent.pipeline.jobs import JobQueue, JobsFull, SpeakJob
@@ -45,6 +53,8 @@ log = get_logger(__name__)
 RESTARTED = "agent restarted"
 """The reason of the final event of a journalled request that is not played."""
 MAX_REPLAYS = 1
+_SPEAK = "speak"
+"""The only command the journal keeps."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +72,12 @@ def answer_journalled(journal: RequestJournal, tracker: RequestTracker, jobs: Jo
     ``reply_allowed`` checks a journalled Response Topic as the intake checks a new one."""
     replay = settings.mqtt.journal.replay
     failed = replayed = 0
-    for entry in journal.load():
+    entries = journal.load()
+    now = time.time()
+    for ended in journal.recent_outcomes():
+        tracker.remember_ended(ended.request_id, _SPEAK, Outcome(ended.event, ended.reason),
+                               now - ended.ended_at)
+    for entry in entries:
         reply = entry.reply
         if reply is not None and not reply_allowed(reply.topic):
             log.warning("journalled_reply_route_refused", id=entry.request_id,
@@ -79,7 +94,7 @@ def answer_journalled(journal: RequestJournal, tracker: RequestTracker, jobs: Jo
         reason = RESTARTED if not replay else f"{RESTARTED}; {why or 'it could not be queued'}"
         tracker.answer(entry.request_id, entry.command, "failed", reason=reason, reply=reply,
                        hermes=entry.hermes)
-        journal.closed(entry.request_id)
+        journal.closed(entry.request_id, "failed", reason)
         failed += 1
     if failed or replayed:
         log.info("journalled_requests_answered", failed=failed, replayed=replayed)

@@ -94,8 +94,8 @@ class RequestObserver(Protocol):
         takes the request up, before the player has it)."""
         ...
 
-    def closed(self, request_id: str, event: EventName) -> None:
-        """Before the request's final event."""
+    def closed(self, request_id: str, event: EventName, reason: str | None = None) -> None:
+        """Before the request's final event (``event``, with ``reason``)."""
         ...
 
 
@@ -210,7 +210,7 @@ class RequestTracker:
             else:
                 self.failed += 1
             if self.observer is not None:
-                self.observer.closed(request_id, event)
+                self.observer.closed(request_id, event, fields.get("reason"))
             self._ended.remember((entry.command, request_id), Outcome(event, fields.get("reason")))
             self._record(entry, event, fields)
             self._publish(request_id, entry, event, fields)
@@ -238,6 +238,15 @@ class RequestTracker:
                     self._ended.remember(key, Outcome(event, fields.get("reason")))
             self._record(entry, event, {}, timed=False)
             self._publish(request_id, entry, event, fields)
+
+    def remember_ended(self, request_id: str, command: str, outcome: Outcome,
+                       age_s: float) -> None:
+        """Remember a request that ended ``age_s`` seconds ago (before a restart, from the
+        journal) as used up, so a repeat is answered ``duplicate`` with ``outcome``. Called
+        oldest first, before any command is admitted."""
+        with self._lock:
+            self._ended.remember((command, request_id), outcome,
+                                 time.monotonic() - max(0.0, age_s))
 
     def admit(self, request_id: str, command: str, *, reply: ReplyRoute | None = None,
               hermes: HermesOrigin | None = None) -> bool:

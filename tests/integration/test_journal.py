@@ -176,3 +176,30 @@ def test_with_replay_queued_requests_are_played_after_the_restart(
         assert agent.wait(30) == 0
     assert [len(finals_for(rec, request_id)) for request_id in ids] == [1] * len(ids)
     assert not rec.json_on(HERMES_ERROR)  # the say was played, not failed
+
+
+def test_a_request_that_finished_before_a_crash_is_not_spoken_again_after_it(
+        mqtt_broker: Broker, rec: Recorder, tmp_path: Path) -> None:
+    """#14, nothing spoken twice: the repeat memory survives a SIGKILL. A resend of a speak
+    request that had finished before the crash gets the final ``duplicate`` naming the
+    original outcome after the restart, and is not played again."""
+    settings = settings_for(mqtt_broker, tmp_path)
+    speak = {"id": "once", "text": "Doors closing."}
+    with daemon(settings, tmp_path / "first.log") as agent:
+        wait_online(rec, 1)
+        rec.publish(DEV.command("speak"), speak)
+        assert wait_final(rec, "once")["event"] == "finished"
+        agent.send_signal(signal.SIGKILL)
+        assert agent.wait(30) == -signal.SIGKILL
+    before = len(events_for(rec, "once"))
+    with daemon(settings, tmp_path / "second.log") as agent:
+        wait_online(rec, 2)
+        rec.publish(DEV.command("speak"), speak)  # the controller resends it
+        repeat = rec.wait_json(DEV.events, lambda e: (
+            e["id"] == "once" and e["event"] == "duplicate"), WAIT_S)
+        assert repeat["final"] and repeat["outcome"] == "finished", repeat
+        serve_one_after_restart(rec)  # served in order after the resend: nothing else follows
+        agent.send_signal(signal.SIGTERM)
+        assert agent.wait(30) == 0
+    after = [e["event"] for e in events_for(rec, "once")[before:]]
+    assert after == ["duplicate"]  # no accepted, no started: not spoken again

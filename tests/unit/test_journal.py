@@ -5,6 +5,7 @@ tests/integration/test_journal.py kills a real agent process)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import queue
@@ -20,11 +21,12 @@ from agent.mqtt.client import OutboundMessage, Publication
 from agent.mqtt.dispatch import Dispatcher
 from agent.mqtt.hermes import HermesOrigin
 from agent.mqtt.intake import Request
-from agent.mqtt.journal import COMPACT_MIN_BYTES, RequestJournal
-from agent.mqtt.journal_records import parse
+from agent.mqtt.journal import COMPACT_MIN_BYTES, MAX_ENDED_BYTES, RequestJournal
+from agent.mqtt.journal_records import parse, read_records
 from agent.mqtt.protocol import PingStatus, SpeakCommand
 from agent.mqtt.publisher import EventPublisher, ReplyRoute
 from agent.mqtt.recovery import answer_journalled
+from agent.mqtt.repeats import RECENT_IDS, RECENT_TTL_S
 from agent.mqtt.topics import HERMES_ERROR, HERMES_SAY_FINISHED, Namespace, Topic
 from agent.mqtt.tracker import OpenRefused, RequestTracker
 from agent.pipeline.jobs import JobQueue, SpeakJob, SpeakRequest
@@ -319,7 +321,9 @@ def test_the_file_stays_small_under_a_steady_load(path: Path) -> None:
     assert list(parse(path.read_bytes())[0]) == ["long-lived"]
     tracker.finish("long-lived", "finished")
     journal.close()
-    assert path.stat().st_size == 0  # emptied on the way out
+    # Was "emptied on the way out" (st_size == 0): the file now also keeps the outcomes of the
+    # requests that ended in the repeat window (#14), so it holds no unfinished request only.
+    assert parse(path.read_bytes())[0] == {}
 
 
 class _Controls:
@@ -370,3 +374,97 @@ def test_marks_written_after_the_last_open_never_push_the_file_past_what_is_read
     assert sorted(j.request_id for j in replayed if j is not None) == ids[1000:]
     assert [e["id"] for e in sent.events() if e["event"] == "accepted"] == ids[1000:]
     assert sent.finals() == {}
+
+
+# -- outcomes of ended requests survive a restart (#14: nothing spoken twice) ------------------
+
+
+def restarted_tracker(path: Path) -> tuple[Sent, RequestTracker, RequestJournal]:
+    """What a restarted agent has after :func:`answer_journalled`: its tracker and journal."""
+    sent, journal = Sent(), journal_at(path)
+    tracker = RequestTracker(EventPublisher(sent, DEV), observer=journal)
+    answer_journalled(journal, tracker, JobQueue(16), settings_for(path.parent),
+                      reply_allowed=lambda topic: True)
+    return sent, tracker, journal
+
+
+def duplicate_of(sent: Sent, tracker: RequestTracker, request_id: str) -> dict[str, Any] | None:
+    """Admit a repeat of ``request_id``: its final ``duplicate``, or None if served as new."""
+    if tracker.admit(request_id, "speak"):
+        return None
+    return sent.finals()[request_id][-1]
+
+
+def test_an_ended_requests_outcome_survives_a_restart(path: Path) -> None:
+    journal = journal_at(path)
+    journal.load()
+    tracker = RequestTracker(EventPublisher(Sent(), DEV), observer=journal)
+    open_request(tracker, "done")
+    tracker.finish("done", "finished")
+    open_request(tracker, "broke")
+    tracker.finish("broke", "failed", reason="synthesis failed")
+    open_request(tracker, "unfinished")
+    # The process is killed here (nothing closed); a restart, then a second one.
+    sent, again, _ = restarted_tracker(path)
+    assert list(sent.finals()) == ["unfinished"]  # answered failed, as before
+    done = duplicate_of(sent, again, "done")
+    assert done is not None and done["event"] == "duplicate" and done["outcome"] == "finished"
+    broke = duplicate_of(sent, again, "broke")
+    assert broke is not None and broke["outcome"] == "failed"
+    assert broke["reason"] == "synthesis failed"
+    assert again.admit("never-seen", "speak")  # a new id is still served
+    sent, third, _ = restarted_tracker(path)
+    assert sent.finals() == {}  # nothing left to answer...
+    unfinished = duplicate_of(sent, third, "unfinished")  # ...and the restart's answer is kept
+    assert unfinished is not None and unfinished["outcome"] == "failed"
+    assert unfinished["reason"] == "agent restarted"
+
+
+def test_compaction_keeps_only_outcomes_inside_the_window(path: Path) -> None:
+    now = time.time()
+    old = [json.dumps({"op": "close", "id": f"old-{i}", "event": "finished",
+                       "at": now - RECENT_TTL_S - 60}) for i in range(3)]
+    recent = [json.dumps({"op": "close", "id": f"new-{i}", "event": "finished", "at": now})
+              for i in range(RECENT_IDS + 4)]
+    path.parent.mkdir(parents=True)
+    path.write_text("\n".join([*old, *recent]) + "\n")
+    journal = journal_at(path)
+    journal.load()  # the load compacts the file
+    kept = [f"new-{i}" for i in range(4, RECENT_IDS + 4)]  # the newest RECENT_IDS only
+    assert [ended.request_id for ended in journal.recent_outcomes()] == kept
+    assert list(read_records(path.read_bytes()).ended) == kept
+    sent, tracker, _ = restarted_tracker(path)
+    assert tracker.admit("old-0", "speak") and tracker.admit("new-0", "speak")
+    assert duplicate_of(sent, tracker, "new-4") is not None
+
+
+def test_outcomes_past_the_window_are_dropped_when_the_file_is_compacted(path: Path) -> None:
+    journal = journal_at(path)
+    journal.load()
+    tracker = RequestTracker(EventPublisher(Sent(), DEV), observer=journal)
+    open_request(tracker, "stale")
+    tracker.finish("stale", "finished")
+    stale = journal._ended.values(time.time())[0]
+    journal._ended.keep(dataclasses.replace(stale, ended_at=time.time() - RECENT_TTL_S - 1))
+    for index in range(2000):  # enough closes to compact the file
+        open_request(tracker, f"r-{index}")
+        tracker.finish(f"r-{index}", "finished")
+    ended = read_records(path.read_bytes()).ended
+    assert "stale" not in ended and "r-1999" in ended
+    assert path.stat().st_size <= 2 * MAX_ENDED_BYTES + COMPACT_MIN_BYTES
+
+
+def test_a_torn_outcome_record_is_tolerated(path: Path) -> None:
+    journal = journal_at(path)
+    journal.load()
+    tracker = RequestTracker(EventPublisher(Sent(), DEV), observer=journal)
+    open_request(tracker, "done")
+    tracker.finish("done", "finished")
+    open_request(tracker, "cut")
+    with path.open("ab") as handle:  # the crash cut the close record of "cut"
+        handle.write(b'{"op":"close","id":"cut","event":"fini')
+    sent, again, _ = restarted_tracker(path)
+    assert not path.with_name("requests.journal.corrupt").exists()
+    assert [e["event"] for e in sent.finals()["cut"]] == ["failed"]  # unfinished on disk
+    done = duplicate_of(sent, again, "done")
+    assert done is not None and done["outcome"] == "finished"
