@@ -10,18 +10,8 @@ import pytest
 
 from agent.health.liveness import Liveness, Watchdog
 from agent.health.sdnotify import Notifier
+from tests.support.clock import FakeClock
 from tests.support.notify_socket import NotifySocket
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:

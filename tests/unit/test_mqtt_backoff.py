@@ -22,20 +22,10 @@ from agent.mqtt.reconnect import (
     TakeoverWatch,
 )
 from agent.settings import MqttSettings
+from tests.support.clock import FakeClock
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-def retry(backoff: Backoff, clock: Clock) -> float:
+def retry(backoff: Backoff, clock: FakeClock) -> float:
     """One failed retry: take the wait and let it pass."""
     delay = backoff.next_delay()
     clock.advance(delay)
@@ -43,7 +33,7 @@ def retry(backoff: Backoff, clock: Clock) -> float:
 
 
 def test_first_retries_of_an_outage_stay_at_the_base_delay() -> None:
-    clock = Clock()
+    clock = FakeClock()
     backoff = Backoff(1.0, 60.0, random.Random(1), fast_s=5.0, clock=clock)
     ceilings = []
     while clock.now < 1000.0 + 5.0:
@@ -61,7 +51,7 @@ def test_first_retries_of_an_outage_stay_at_the_base_delay() -> None:
 
 
 def test_a_stable_connection_resets_the_backoff_and_a_short_one_does_not() -> None:
-    clock = Clock()
+    clock = FakeClock()
     backoff = Backoff(1.0, 60.0, random.Random(2), fast_s=5.0, stable_s=2.0, clock=clock)
     for _ in range(30):  # a long outage: deep into the slow phase
         retry(backoff, clock)
@@ -83,7 +73,7 @@ def test_a_stable_connection_resets_the_backoff_and_a_short_one_does_not() -> No
 
 
 def test_many_short_outages_with_stable_connections_never_accumulate() -> None:
-    clock = Clock()
+    clock = FakeClock()
     backoff = Backoff(1.0, 60.0, random.Random(3), fast_s=5.0, stable_s=2.0, clock=clock)
     for _ in range(50):
         for _ in range(3):  # a sub-second blip: a few failed retries
@@ -103,7 +93,7 @@ def test_for_settings_uses_the_fast_window_and_the_stability_threshold() -> None
         Backoff(1.0, 2.0, fast_s=-1.0)
 
 
-def kick(watch: TakeoverWatch, clock: Clock, up_s: float = 0.3) -> bool:
+def kick(watch: TakeoverWatch, clock: FakeClock, up_s: float = 0.3) -> bool:
     """Connected, then taken away after ``up_s``; True when the loss started an episode."""
     started = watch.connected()
     clock.advance(up_s)
@@ -111,7 +101,7 @@ def kick(watch: TakeoverWatch, clock: Clock, up_s: float = 0.3) -> bool:
 
 
 def test_repeated_short_connections_with_the_broker_up_are_a_takeover() -> None:
-    clock = Clock()
+    clock = FakeClock()
     watch = TakeoverWatch(clear_s=60.0, clock=clock)
     starts = [kick(watch, clock) for _ in range(TAKEOVER_STREAK)]
     assert not any(starts) and not watch.active  # the last loss is confirmed at the reconnect
@@ -130,7 +120,7 @@ def test_repeated_short_connections_with_the_broker_up_are_a_takeover() -> None:
 
 
 def test_broker_outages_and_long_connections_are_not_takeovers() -> None:
-    clock = Clock()
+    clock = FakeClock()
     watch = TakeoverWatch(clock=clock)
     for _ in range(10):
         kick(watch, clock)
@@ -142,7 +132,7 @@ def test_broker_outages_and_long_connections_are_not_takeovers() -> None:
 
 
 def test_session_taken_over_reason_counts_at_once() -> None:
-    clock = Clock()
+    clock = FakeClock()
     watch = TakeoverWatch(clock=clock)
     for n in range(TAKEOVER_STREAK):
         watch.connected()
@@ -152,7 +142,7 @@ def test_session_taken_over_reason_counts_at_once() -> None:
 
 
 def test_monitor_reports_the_takeover_in_its_problem_and_holds_the_backoff() -> None:
-    clock = Clock()
+    clock = FakeClock()
     backoff = Backoff(1.0, 10.0, random.Random(4), fast_s=5.0, stable_s=2.0, clock=clock)
     monitor = ConnectionMonitor(MqttSettings(), "tts-agent-t1", backoff,
                                 TakeoverWatch(clear_s=MIN_CLEAR_S, clock=clock))
