@@ -1,8 +1,12 @@
 """A persistent, size-bounded cache of synthesized audio for phrases that repeat.
 
 Kiosks and stations say the same announcements all day. A cached phrase plays from disk without
-running the model. The key covers everything that changes the audio - the normalised text, the
-voice name, the model file's sha256 and every synthesis parameter - so a model swap or a speed
+running the model. The key covers everything that changes the audio (:func:`phrase_inputs`): the
+normalised text and the exact phoneme ids its sentences become (so an espeak-ng upgrade or
+another id map is another phrase), the voice name and variant, the sha256 of the model file
+*and of the voice config* (its default scales, its sample rate), every synthesis parameter, the
+clause splitting and stream windows, the silence after each sentence, and the agent's version
+(the code that levels and cuts the audio). A model swap, a config-only update or a speed
 change never plays stale audio.
 
 Entries are files ``<dir>/<key[:2]>/<key>.pcm``::
@@ -29,13 +33,15 @@ from dataclasses import astuple
 from pathlib import Path
 from typing import Any
 
+from agent import __version__
 from agent.audio.format import AudioChunk, AudioFormat
 from agent.fsutil import atomic_write
 from agent.logs import get_logger
-from agent.text.frontend import normalize_text
+from agent.text.frontend import Sentence, normalize_text
 from agent.voice.voice import SynthesisParams, Voice
 
-__all__ = ["PhraseCache", "PhraseWarmer", "cache_key", "cached_synthesis", "open_phrase_cache"]
+__all__ = ["PhraseCache", "PhraseWarmer", "cache_key", "cached_synthesis", "open_phrase_cache",
+           "phrase_inputs"]
 
 log = get_logger(__name__)
 
@@ -44,12 +50,24 @@ MAX_HEADER_BYTES = 64 * 1024
 
 
 def cache_key(text: str, voice: str, model_sha256: str, params: SynthesisParams,
-              chunking: tuple[int, ...] = ()) -> str:
+              chunking: tuple[int, ...] = (), *, inputs: Sequence[Any] = ()) -> str:
     """The cache key of ``text`` (already normalised) spoken by that exact model with ``params``;
-    ``chunking`` is the voice's clause splitting and stream windows, which also shape the audio."""
-    material = json.dumps([text, voice, model_sha256, astuple(params), chunking],
+    ``chunking`` is the voice's clause splitting and stream windows, which also shape the audio;
+    ``inputs`` the rest of what does (:func:`phrase_inputs`). JSON-able values only."""
+    material = json.dumps([text, voice, model_sha256, astuple(params), chunking, *inputs],
                           ensure_ascii=False)
     return hashlib.sha256(material.encode("utf-8")).hexdigest()
+
+
+def phrase_inputs(voice: Voice, sentences: Sequence[Sentence]) -> list[Any]:
+    """What else shapes ``voice``'s audio of ``sentences`` besides the text, the model file and
+    the request's parameters: the variant, the voice config's sha256 (default scales, sample
+    rate, id map), the sample rate and sentence silence in force, each sentence's text and
+    phoneme ids as fed to the model, and the agent's version."""
+    bundle = voice.bundle
+    return [voice.variant, bundle.sha256.get(bundle.config_path.name, ""), voice.sample_rate,
+            voice.sentence_silence_s, __version__,
+            [[s.text, voice.frontend.ids(s)] for s in sentences]]
 
 
 class PhraseCache:
@@ -176,18 +194,22 @@ class PhraseCache:
 def cached_synthesis(cache: PhraseCache | None, voice: Voice, text: str,
                      params: SynthesisParams) -> Iterator[AudioChunk]:
     """``voice.synthesize(text, params)``, served from ``cache`` when this exact phrase was
-    synthesized before by this exact model, and stored there once it completes.
+    synthesized before by this exact voice (model, config, phonemes: see :func:`phrase_inputs`),
+    and stored there once it completes.
 
-    Text errors are raised before anything is returned, as with ``Voice.synthesize``.
+    Text errors are raised before anything is returned, as with ``Voice.synthesize``. A hit
+    costs the text's phonemization (memoised by the frontend), not an inference.
     """
     if cache is None:
         return voice.synthesize(text, params)
     normalized = normalize_text(text, voice.frontend.max_chars)
-    key = cache_key(normalized, voice.name, voice.sha256, params, voice.chunking)
+    sentences = voice.sentences(normalized)
+    key = cache_key(normalized, voice.name, voice.sha256, params, voice.chunking,
+                    inputs=phrase_inputs(voice, sentences))
     hit = cache.get(key)
     if hit is not None:
         return iter(hit)
-    return _store_when_complete(cache, key, voice.synthesize(normalized, params))
+    return _store_when_complete(cache, key, voice.synthesize_sentences(sentences, params))
 
 
 def _store_when_complete(cache: PhraseCache, key: str,

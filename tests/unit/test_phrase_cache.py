@@ -193,3 +193,66 @@ def test_warmer_fills_the_cache_after_a_load(tiny_voice_dir: Path, tmp_path: Pat
     assert cache.stats()["entries"] == 2
     list(cached_synthesis(cache, voice, "Doors closing.", SynthesisParams()))
     assert cache.stats()["hits"] == 1
+
+
+def rewrite_config(bundle: Path, version: str, **inference: float) -> None:
+    """A config-only update, as an operator pushes one: new inference defaults, new version,
+    the model file untouched."""
+    import json
+
+    from agent.voice.bundle import read_manifest, write_manifest
+
+    manifest = read_manifest(bundle)
+    config_path = bundle / manifest["config"]
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    config["inference"].update(inference)
+    config_path.write_text(json.dumps(config, ensure_ascii=False), encoding="utf-8")
+    write_manifest(bundle, voice=manifest["voice"], version=version,
+                   sample_rate=manifest["sample_rate"], variants=manifest["variants"],
+                   config=manifest["config"], source=manifest["source"])
+
+
+def test_config_only_update_is_another_phrase(tiny_voice_dir: Path, tmp_path: Path) -> None:
+    """#15-6: the model file is the same, the config's default length_scale is not: the cached
+    phrase of the old config must not be served for the new one."""
+    from agent.pipeline.phrase_cache import cached_synthesis
+    from agent.voice.voice import Voice
+
+    cache = PhraseCache(tmp_path / "c", 10_000_000)
+    old_voice = Voice.load(tiny_voice_dir)
+    list(cached_synthesis(cache, old_voice, "Hello.", SynthesisParams()))
+    rewrite_config(tiny_voice_dir, "2.0.0", length_scale=2.0)
+    new_voice = Voice.load(tiny_voice_dir)
+    assert new_voice.sha256 == old_voice.sha256  # only the config changed
+    assert new_voice.config.length_scale == 2.0
+    new = list(cached_synthesis(cache, new_voice, "Hello.", SynthesisParams()))
+    assert cache.stats()["hits"] == 0 and cache.stats()["entries"] == 2
+    assert new == list(new_voice.synthesize("Hello.", SynthesisParams()))
+    list(cached_synthesis(cache, new_voice, "Hello.", SynthesisParams()))
+    assert cache.stats()["hits"] == 1  # and the new entry is served from then on
+
+
+def test_sentence_silence_and_variant_are_part_of_the_key(tiny_voice_dir: Path,
+                                                          tmp_path: Path) -> None:
+    """The silence appended to each sentence is in the cached audio: another setting is
+    another phrase. So is another variant of the same model bytes."""
+    from agent.pipeline.phrase_cache import cached_synthesis
+    from agent.voice.bundle import read_manifest, write_manifest
+    from agent.voice.options import VoiceOptions
+    from agent.voice.voice import Voice
+
+    cache = PhraseCache(tmp_path / "c", 10_000_000)
+    plain = Voice.load(tiny_voice_dir)
+    list(cached_synthesis(cache, plain, "Hello.", SynthesisParams()))
+    padded = Voice.load(tiny_voice_dir, VoiceOptions(sentence_silence_s=0.2))
+    chunks_padded = list(cached_synthesis(cache, padded, "Hello.", SynthesisParams()))
+    assert cache.stats()["hits"] == 0
+    assert chunks_padded == list(padded.synthesize("Hello.", SynthesisParams()))
+    manifest = read_manifest(tiny_voice_dir)
+    model = manifest["variants"]["fp32"]
+    write_manifest(tiny_voice_dir, voice=manifest["voice"], version="1.0.0",
+                   sample_rate=manifest["sample_rate"], variants={"fp32": model, "int8": model},
+                   config=manifest["config"], source="test")
+    other = Voice.load(tiny_voice_dir, VoiceOptions(variant="int8"))
+    list(cached_synthesis(cache, other, "Hello.", SynthesisParams()))
+    assert cache.stats()["hits"] == 0 and cache.stats()["entries"] == 3
