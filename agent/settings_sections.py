@@ -68,6 +68,16 @@ class ModelSettings(_Section):
         description="How long a bundle may look half-written (sizes not matching its manifest) "
         "before it is validated anyway and rejected (s).",
     )
+    trusted_keys: tuple[Path, ...] = Field(default=(), max_length=16, description="ed25519 "
+        "public keys (PEM files) voice signatures are checked against; several, to rotate keys.")
+    require_signature: bool = Field(
+        default=False, description="Refuse a voice unless one of trusted_keys signed it.")
+
+    @model_validator(mode="after")
+    def _trust_usable(self) -> ModelSettings:
+        from agent.voice.signature import check_trust_settings  # reads the key files
+        check_trust_settings(self.trusted_keys, self.require_signature)
+        return self
 
 
 class SynthesisSettings(_Section):

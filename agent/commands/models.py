@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.commands import CommandError, add_config_argument, settings_from_args
+from agent.commands.models_sign import add_actions as add_signing_actions
 
 
 def register(subparsers: Any) -> None:
@@ -36,6 +37,7 @@ def register(subparsers: Any) -> None:
     add_config_argument(rollback)
     rollback.add_argument("voice", nargs="?", help="default: models.default_voice")
     rollback.set_defaults(handler=run_activate)
+    add_signing_actions(actions)  # keygen, sign (agent/commands/models_sign.py)
 
 
 def run_import(args: argparse.Namespace) -> int:
@@ -56,15 +58,18 @@ def run_import(args: argparse.Namespace) -> int:
 
 
 def run_verify(args: argparse.Namespace) -> int:
+    from agent.commands.models_sign import signature_note, trust_policy
     from agent.library.voices import VoiceLibrary
     from agent.voice.bundle import BundleError, resolve_bundle_dir, verify_bundle
 
     settings = settings_from_args(args)
+    policy = trust_policy(settings)
     failed = 0
     for name in VoiceLibrary(settings).names():
         try:
-            verify_bundle(resolve_bundle_dir(settings.models.dir / name))
-            print(f"{name}: ok")
+            note = signature_note(policy, resolve_bundle_dir(settings.models.dir / name),
+                                  verify_bundle)
+            print(f"{name}: ok ({note})")
         except BundleError as exc:
             failed += 1
             print(f"{name}: FAILED: {exc}")
