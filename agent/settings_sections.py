@@ -70,14 +70,12 @@ class ModelSettings(_Section):
     )
     trusted_keys: tuple[Path, ...] = Field(default=(), max_length=16, description="ed25519 "
         "public keys (PEM files) voice signatures are checked against; several, to rotate keys.")
-    require_signature: bool = Field(
-        default=False, description="Refuse a voice unless one of trusted_keys signed it.")
+    require_signature: bool = Field(default=False, description="Refuse unsigned voices.")
 
     @model_validator(mode="after")
-    def _trust_usable(self) -> ModelSettings:
-        from agent.voice.signature import check_trust_settings  # reads the key files
-        check_trust_settings(self.trusted_keys, self.require_signature)
-        return self
+    def _trust_usable(self) -> ModelSettings:  # reads the key files
+        from agent.voice.signature import check_trust_settings
+        return check_trust_settings(self)
 
 
 class SynthesisSettings(_Section):

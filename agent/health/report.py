@@ -135,6 +135,8 @@ class ReloadRecord(TypedDict):
     version: str | None
     reason: str | None
     at: float
+    signed_by: str | None
+    """Of a loaded voice: the trusted key that signed it (None: unsigned)."""
 
 
 class LoadedVoice(TypedDict):
@@ -147,6 +149,9 @@ class LoadedVoice(TypedDict):
     sample_rate: int
     streaming: dict[str, float] | None
     """The streamed first sentence's window figures; ``None`` when the voice decodes whole."""
+    signed_by: str | None
+    """The id of the trusted key that signed the voice in service (docs/voices.md); ``None``
+    when it is unsigned or no ``models.trusted_keys`` are configured."""
 
 
 class VoicesSection(TypedDict):

@@ -27,10 +27,12 @@ class ReloadResult:
     version: str | None = None
     reason: str | None = None
     at: float = field(default_factory=time.time)
+    signed_by: str | None = None
+    """Of a ``loaded`` voice: the id of the trusted key that signed it (None: unsigned)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {"voice": self.voice, "outcome": self.outcome, "version": self.version,
-                "reason": self.reason, "at": self.at}
+                "reason": self.reason, "at": self.at, "signed_by": self.signed_by}
 
 
 def model_event(result: ReloadResult, voice: Voice | None = None,
@@ -42,7 +44,8 @@ def model_event(result: ReloadResult, voice: Voice | None = None,
         return {"event": "model_loaded", "voice": voice.name, "version": voice.version,
                 "variant": voice.variant, "sha256": dict(voice.bundle.sha256),
                 "load_s": round(voice.load_s, 3), "provider": voice.provider,
-                "previous_version": replaced.version if replaced else None}
+                "previous_version": replaced.version if replaced else None,
+                "signed_by": result.signed_by}
     log.warning("model_rejected", voice=result.voice, version=result.version,
                 reason=result.reason)
     return {"event": "model_rejected", "voice": result.voice, "version": result.version,

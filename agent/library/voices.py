@@ -35,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
 
 from agent.library.events import ReloadResult, model_event
 from agent.library.fingerprint import (
@@ -58,6 +59,7 @@ from agent.settings import Settings
 from agent.voice.bundle import MANIFEST_NAME, BundleError, read_manifest, resolve_bundle_dir
 from agent.voice.memory import trim_heap
 from agent.voice.options import VoiceOptions
+from agent.voice.signature import SignatureError, Signed, TrustPolicy
 from agent.voice.voice import Voice, VoiceLoadError
 
 if TYPE_CHECKING:
@@ -101,6 +103,10 @@ class VoiceLibrary:
         self._pending_since: dict[str, float] = {}
         self._preloaded: dict[str, tuple[Voice | VoiceLoadError, Fingerprint]] = {}
         """Voices validated by :meth:`preload`, waiting for :meth:`get` to swap them in."""
+        self._trust = TrustPolicy.from_files(settings.models.trusted_keys,
+                                             settings.models.require_signature)
+        self._signed: WeakKeyDictionary[Voice, Signed] = WeakKeyDictionary()
+        """The verified signature of each signed voice (see :mod:`agent.voice.signature`)."""
 
     @classmethod
     def for_settings(cls, settings: Settings, on_event: EventSink | None = None,
@@ -255,7 +261,8 @@ class VoiceLibrary:
         if seen == now or (live_voice is None and seen is None
                                    and name != self.default_voice):
             return ReloadResult(name, "unchanged")  # unused voices are validated on first use
-        if live_voice is not None and same_files(bundle_dir, live_voice.bundle):
+        if live_voice is not None and same_files(bundle_dir, live_voice.bundle) and \
+                self._trust.unchanged(bundle_dir, self._signed.get(live_voice)):
             with self._lock:
                 self._seen[name] = now  # touched or re-copied, same bytes
             return ReloadResult(name, "unchanged", version=live_voice.version)
@@ -268,9 +275,16 @@ class VoiceLibrary:
         return None
 
     def _validate(self, name: str, seen: Fingerprint) -> Voice:
+        try:  # first: nothing of a bundle is used before its signature verified
+            signed = self._trust.check(seen.bundle_dir)
+        except SignatureError as exc:
+            raise VoiceLoadError(str(exc)) from exc
         options = replace(self.options, variant=self._variant_for(seen.bundle_dir))
         try:
             voice = Voice.load(seen.bundle_dir, options)
+            if signed is not None:
+                signed.confirm(voice.bundle)  # the manifest it loaded is the signed one
+                self._signed[voice] = signed
         except VoiceLoadError:
             raise
         except Exception as exc:  # anything else a broken bundle can provoke
@@ -302,8 +316,8 @@ class VoiceLibrary:
             old = self._live.get(name)
             self._live[name] = voice
             self._seen[name] = seen
-        self._report(ReloadResult(name, "loaded", version=voice.version), voice=voice,
-                     replaced=old)
+        self._report(ReloadResult(name, "loaded", version=voice.version,
+                                  signed_by=self.signed_by(voice)), voice=voice, replaced=old)
         if old is not None:
             # Requests still holding the old voice keep it alive; whatever is already free
             # goes back to the OS now instead of piling up over reloads.
@@ -320,6 +334,11 @@ class VoiceLibrary:
             except Exception:  # a broken sink must not break the lifecycle
                 log.exception("model_event_sink_failed")
         return result
+
+    def signed_by(self, voice: Voice) -> str | None:
+        """The id of the trusted key that signed ``voice``; None for an unsigned one."""
+        signed = self._signed.get(voice)
+        return signed.key_id if signed is not None else None
 
     # -- staged versions ------------------------------------------------------------------
 
@@ -370,7 +389,7 @@ class VoiceLibrary:
         voices = [
             {"voice": v.name, "version": v.version, "variant": v.variant, "sha256": v.sha256,
              "loaded_at": v.loaded_at, "provider": v.provider, "sample_rate": v.sample_rate,
-             "streaming": v.streaming}
+             "streaming": v.streaming, "signed_by": self.signed_by(v)}
             for v in self.loaded()
         ]
         return {"voices": voices, "default": self.default_voice,

@@ -326,6 +326,9 @@ class ModelEvent(EventBase):
     voice: str
     version: str | None = None
     reason: str | None = None
+    signed_by: str | None = Field(
+        default=None, description="In a `model_loaded`: the id of the trusted key that signed "
+        "the voice (models.trusted_keys); null when it is unsigned.")
 
 
 class Presence(BaseModel):

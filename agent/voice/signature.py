@@ -32,7 +32,7 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from agent.fsutil import atomic_write
 from agent.voice.bundle import MANIFEST_NAME, MAX_MANIFEST_BYTES, Bundle, BundleError
@@ -314,13 +314,26 @@ class TrustPolicy:
         return hashlib.sha256(data).hexdigest() == signed.signature_sha256
 
 
-def check_trust_settings(paths: Sequence[Path], required: bool) -> None:
-    """Settings validation: ValueError (one line) unless :meth:`TrustPolicy.from_files` would
-    load these keys."""
+class TrustSettings(Protocol):
+    """What the ``[models]`` settings say about signatures."""
+
+    @property
+    def trusted_keys(self) -> Sequence[Path]: ...
+    @property
+    def require_signature(self) -> bool: ...
+
+
+S = TypeVar("S", bound=TrustSettings)
+
+
+def check_trust_settings(section: S) -> S:
+    """Settings validation of ``section``: ValueError (one line) unless
+    :meth:`TrustPolicy.from_files` loads its keys."""
     try:
-        TrustPolicy.from_files(paths, required)
+        TrustPolicy.from_files(section.trusted_keys, section.require_signature)
     except SignatureError as exc:
         raise ValueError(str(exc)) from None
+    return section
 
 
 def _verified(sig_path: Path, key: TrustedKey, manifest: bytes,
