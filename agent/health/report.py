@@ -152,6 +152,9 @@ class LoadedVoice(TypedDict):
     signed_by: str | None
     """The id of the trusted key that signed the voice in service (docs/voices.md); ``None``
     when it is unsigned or no ``models.trusted_keys`` are configured."""
+    problems: list[str]
+    """What is wrong around the voice (each one makes the state ``degraded``): the stale variant
+    it stands in for, damaged files of its bundle that it does not serve (docs/voices.md)."""
 
 
 class VoicesSection(TypedDict):

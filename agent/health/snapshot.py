@@ -18,7 +18,8 @@ reported as it is):
   e.g. :meth:`agent.audio.player.AudioPlayer.stats` when the device is missing;
 - ``voices`` (the shape of :meth:`agent.library.voices.VoiceLibrary.status`): an empty ``voices``
   list -> ``failing`` ("no voice loaded"); a ``last_reload`` entry whose ``outcome`` is
-  ``rejected`` -> ``degraded``;
+  ``rejected`` -> ``degraded``; each of a loaded voice's ``problems`` (a stale variant, a damaged
+  file it does not serve) -> ``degraded``;
 - ``mqtt.connected: false`` (unless ``mqtt.enabled: false``) -> ``degraded``;
 - a provider that raises -> ``degraded``.
 
@@ -305,6 +306,9 @@ def _section_findings(snap: Mapping[str, Any]) -> Iterator[tuple[State, str]]:
 def _voice_findings(section: Mapping[str, Any]) -> Iterator[tuple[State, str]]:
     if not section.get("voices"):
         yield "failing", "no voice loaded"
+    for voice in section.get("voices") or ():
+        for problem in (voice.get("problems") or ()) if isinstance(voice, Mapping) else ():
+            yield "degraded", f"voice {voice.get('voice')}: {str(problem)[:_MAX_ERROR_CHARS]}"
     last_reload = section.get("last_reload")
     for voice, result in (last_reload.items() if isinstance(last_reload, Mapping) else ()):
         if isinstance(result, Mapping) and result.get("outcome") == "rejected":

@@ -8,17 +8,13 @@ done.
 
 :meth:`VoiceLibrary.reload` compares what is on disk (mtimes and sizes of the bundle's files, then
 the manifest's sha256) with what is loaded, and validates a changed bundle off the serving path
-before it replaces the live voice:
-
-1. the manifest is present and every file matches its size and sha256;
-2. onnxruntime loads it with the profile's session options;
-3. its inputs are Piper's, its config and manifest agree on the sample rate;
-4. a warm-up synthesis yields finite, non-silent audio of plausible length.
-
-A bundle still being written (a file changed within ``settle_s``, or sizes that do not match the
-manifest yet) is left for the next check instead of being rejected. A rejected bundle never replaces
-the live voice; every outcome is reported through ``on_event`` as ``model_loaded`` or
-``model_rejected`` and kept in :meth:`VoiceLibrary.status`.
+(:mod:`agent.library.validation`: signature, variant, sizes and sha256, onnxruntime, Piper's
+inputs, a warm-up) before it replaces the live voice. A bundle still being written (a file changed
+within ``settle_s``, or sizes that do not match the manifest yet) is left for the next check. A
+rejected bundle never replaces the live voice; every outcome, the first load's too, is reported
+through ``on_event`` (``model_loaded``, ``model_rejected``) and kept in :meth:`status`. A refused
+voice stays refused (same reason, no new validation) until its files change. The files a live
+voice does not serve are checked too (:class:`agent.library.variants.UnservedCheck`).
 
 Staged layout (:mod:`.staging`): ``models/<voice>/<version>/`` with a ``current`` symlink.
 :meth:`activate` points ``current`` at another version (atomically, by renaming a new symlink over
@@ -32,34 +28,28 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from weakref import WeakKeyDictionary
 
 from agent.library.events import ReloadResult, model_event
-from agent.library.fingerprint import (
-    Fingerprint,
-    fingerprint,
-    manifest_version,
-    same_files,
-    sizes_pending,
-)
+from agent.library.fingerprint import Fingerprint, fingerprint, manifest_version, sizes_pending
 from agent.library.options import voice_options
 from agent.library.staging import (
     CURRENT,
     NAME,
     PREVIOUS,
     link_target,
+    no_previous_reason,
     replace_symlink,
     staged_versions,
 )
+from agent.library.validation import Validator
+from agent.library.variants import UnservedCheck
 from agent.logs import get_logger
 from agent.settings import Settings
-from agent.voice.bundle import MANIFEST_NAME, BundleError, read_manifest, resolve_bundle_dir
+from agent.voice.bundle import MANIFEST_NAME, resolve_bundle_dir
 from agent.voice.memory import trim_heap
 from agent.voice.options import VoiceOptions
-from agent.voice.signature import SignatureError, Signed, TrustPolicy
 from agent.voice.voice import Voice, VoiceLoadError
 
 if TYPE_CHECKING:
@@ -70,7 +60,6 @@ __all__ = ["ReloadResult", "VoiceLibrary", "VoiceNotFound"]
 log = get_logger(__name__)
 
 EventSink = Callable[[dict[str, Any]], None]
-MIN_WARMUP_S, MAX_WARMUP_S = 0.03, 5.0  # "Ready." spoken in a plausible time
 
 
 class VoiceNotFound(LookupError):
@@ -103,10 +92,10 @@ class VoiceLibrary:
         self._pending_since: dict[str, float] = {}
         self._preloaded: dict[str, tuple[Voice | VoiceLoadError, Fingerprint]] = {}
         """Voices validated by :meth:`preload`, waiting for :meth:`get` to swap them in."""
-        self._trust = TrustPolicy.from_files(settings.models.trusted_keys,
-                                             settings.models.require_signature)
-        self._signed: WeakKeyDictionary[Voice, Signed] = WeakKeyDictionary()
-        """The verified signature of each signed voice (see :mod:`agent.voice.signature`)."""
+        self._refused: dict[str, tuple[Fingerprint, VoiceLoadError]] = {}
+        """Why each voice that is not live was refused, and the files it was refused for."""
+        self._validator = Validator(settings, self.options)
+        self._unserved = UnservedCheck(self._is_current, self._emit)
 
     @classmethod
     def for_settings(cls, settings: Settings, on_event: EventSink | None = None,
@@ -150,17 +139,36 @@ class VoiceLibrary:
             voice = self._live.get(name)
         if voice is not None:
             return voice
+        self._raise_if_refused(name)  # at once, not after a reload in progress
         with self._reload_lock:
             with self._lock:
                 voice = self._live.get(name)
             if voice is None:
                 preloaded = self._preloaded.pop(name, None)
-                loaded, fingerprint = preloaded if preloaded is not None else self._load(name)
+                if preloaded is None:
+                    self._raise_if_refused(name)
+                loaded, seen = preloaded if preloaded is not None else self._load(name)
                 if isinstance(loaded, VoiceLoadError):
+                    self._refuse(name, seen, loaded)
                     raise loaded
                 voice = loaded
-                self._swap_in(name, voice, fingerprint)
+                self._swap_in(name, voice, seen)
             return voice
+
+    def _raise_if_refused(self, name: str) -> None:
+        """Raise the error voice ``name`` was refused with while its files are unchanged."""
+        with self._lock:
+            refused = self._refused.get(name)
+        if refused is not None and fingerprint(self.bundle_dir(name)) == refused[0]:
+            raise refused[1]
+
+    def _refuse(self, name: str, seen: Fingerprint, error: VoiceLoadError) -> ReloadResult:
+        """Keep ``error`` as the answer for these files of ``name`` and report it."""
+        with self._lock:
+            self._seen[name] = seen  # don't retry the same broken files
+            self._refused[name] = (seen, error)
+        return self._report(ReloadResult(name, "rejected", reason=str(error),
+                                         version=manifest_version(seen.bundle_dir)))
 
     def preload(self, name: str | None = None) -> threading.Thread | None:
         """Start loading voice ``name`` (default voice when ``None``) on a helper thread; the
@@ -245,10 +253,7 @@ class VoiceLibrary:
         try:
             voice = self._validate(name, seen)
         except VoiceLoadError as exc:
-            with self._lock:
-                self._seen[name] = seen  # don't retry the same broken files
-            return self._report(ReloadResult(name, "rejected", reason=str(exc),
-                                             version=manifest_version(bundle_dir)))
+            return self._refuse(name, seen, exc)
         self._swap_in(name, voice, seen)
         return self._last[name]
 
@@ -261,63 +266,33 @@ class VoiceLibrary:
         if seen == now or (live_voice is None and seen is None
                                    and name != self.default_voice):
             return ReloadResult(name, "unchanged")  # unused voices are validated on first use
-        if live_voice is not None and same_files(bundle_dir, live_voice.bundle) and \
-                self._trust.unchanged(bundle_dir, self._signed.get(live_voice)):
-            with self._lock:
-                self._seen[name] = now  # touched or re-copied, same bytes
-            return ReloadResult(name, "unchanged", version=live_voice.version)
         settling = time.time_ns() - now.newest_mtime_ns < self.settle_s * 1e9
         if settle and (settling or sizes_pending(bundle_dir)):
             since = self._pending_since.setdefault(name, time.monotonic())
             if time.monotonic() - since < self.settings.models.pending_timeout_s:
                 return ReloadResult(name, "pending", reason="bundle still being written")
         self._pending_since.pop(name, None)
+        if live_voice is not None and self._validator.still_serves(bundle_dir, live_voice):
+            with self._lock:
+                self._seen[name] = now  # touched, re-copied, or a file it does not serve
+            self._unserved.check(name, live_voice, now)
+            return ReloadResult(name, "unchanged", version=live_voice.version)
         return None
 
     def _validate(self, name: str, seen: Fingerprint) -> Voice:
-        try:  # first: nothing of a bundle is used before its signature verified
-            signed = self._trust.check(seen.bundle_dir)
-        except SignatureError as exc:
-            raise VoiceLoadError(str(exc)) from exc
-        options = replace(self.options, variant=self._variant_for(seen.bundle_dir))
-        try:
-            voice = Voice.load(seen.bundle_dir, options)
-            if signed is not None:
-                signed.confirm(voice.bundle)  # the manifest it loaded is the signed one
-                self._signed[voice] = signed
-        except VoiceLoadError:
-            raise
-        except Exception as exc:  # anything else a broken bundle can provoke
-            raise VoiceLoadError(f"{seen.bundle_dir}: {exc}") from exc
-        if voice.name != name:
-            raise VoiceLoadError(f"{seen.bundle_dir}: manifest names voice {voice.name!r}, "
-                                 f"directory is {name!r}")
-        warmup_audio_s = voice.warmup_audio_s
-        if not MIN_WARMUP_S <= warmup_audio_s <= MAX_WARMUP_S:
-            raise VoiceLoadError(f"{name}: warm-up audio lasted {warmup_audio_s:.2f} s, "
-                                 f"not a plausible length for {voice.warmup_text!r}")
-        return voice
-
-    def _variant_for(self, bundle_dir: Path) -> str:
-        """The wanted variant, or (``models.variant = auto``) another the bundle has."""
-        wanted = self.options.variant
-        try:
-            variants = read_manifest(bundle_dir)["variants"]
-        except BundleError:
-            return wanted
-        if wanted in variants or self.settings.models.variant != "auto":
-            return wanted
-        fallback = "fp32" if "fp32" in variants else sorted(variants)[0]
-        log.warning("variant_unavailable", wanted=wanted, using=fallback, dir=str(bundle_dir))
-        return str(fallback)
+        return self._validator.validate(name, seen.bundle_dir)
 
     def _swap_in(self, name: str, voice: Voice, seen: Fingerprint) -> None:
         with self._lock:
             old = self._live.get(name)
             self._live[name] = voice
             self._seen[name] = seen
+            self._refused.pop(name, None)
+        choice = self._validator.choice(voice)
         self._report(ReloadResult(name, "loaded", version=voice.version,
-                                  signed_by=self.signed_by(voice)), voice=voice, replaced=old)
+                                  signed_by=self.signed_by(voice)), voice=voice, replaced=old,
+                     variant_reason=choice.reason if choice else None)
+        self._unserved.check(name, voice, seen)
         if old is not None:
             # Requests still holding the old voice keep it alive; whatever is already free
             # goes back to the OS now instead of piling up over reloads.
@@ -325,20 +300,27 @@ class VoiceLibrary:
             trim_heap()
 
     def _report(self, result: ReloadResult, voice: Voice | None = None,
-                replaced: Voice | None = None) -> ReloadResult:
+                replaced: Voice | None = None, variant_reason: str | None = None,
+                ) -> ReloadResult:
         self._last[result.voice] = result
-        event = model_event(result, voice, replaced)
+        self._emit(model_event(result, voice, replaced, variant_reason))
+        return result
+
+    def _emit(self, event: dict[str, Any]) -> None:
         if self.on_event is not None:
             try:
                 self.on_event(event)
             except Exception:  # a broken sink must not break the lifecycle
                 log.exception("model_event_sink_failed")
-        return result
+
+    def _is_current(self, name: str, voice: Voice, seen: Fingerprint) -> bool:
+        """``voice`` is still live as ``name`` and its files are still those of ``seen``."""
+        with self._lock:
+            return self._live.get(name) is voice and self._seen.get(name) == seen
 
     def signed_by(self, voice: Voice) -> str | None:
         """The id of the trusted key that signed ``voice``; None for an unsigned one."""
-        signed = self._signed.get(voice)
-        return signed.key_id if signed is not None else None
+        return self._validator.signed_by(voice)
 
     # -- staged versions ------------------------------------------------------------------
 
@@ -349,8 +331,9 @@ class VoiceLibrary:
             raise VoiceNotFound(f"no voice named {name!r} in {self.models_dir}")
         return staged_versions(voice_dir)
 
-    def activate(self, name: str, version: str) -> ReloadResult:
-        """Point the staged voice ``name`` at ``version`` and reload it now.
+    def activate(self, name: str, version: str, *, remember: bool = True) -> ReloadResult:
+        """Point the staged voice ``name`` at ``version`` and reload it now; the old target
+        becomes ``previous`` (unless ``remember`` is false: :meth:`rollback`).
 
         The switch is undone when the new version is rejected, so ``current`` always names a
         version that passed validation.
@@ -367,7 +350,7 @@ class VoiceLibrary:
             replace_symlink(current, version)
             result = self._reload_one(name, settle=False)
             if result.outcome == "loaded":
-                if before is not None:
+                if before is not None and remember:
                     replace_symlink(voice_dir / PREVIOUS, before)
             elif before is not None:
                 replace_symlink(current, before)
@@ -375,21 +358,26 @@ class VoiceLibrary:
         return result
 
     def rollback(self, name: str | None = None) -> ReloadResult:
-        """Go back to the version that was live before the last :meth:`activate`."""
+        """Go back to the version live before the last :meth:`activate`, once: a rollback
+        clears ``previous``, so a second one is refused instead of going forward again."""
         name = name or self.default_voice
-        previous = self.models_dir / name / PREVIOUS
-        target = link_target(previous)
+        if not NAME.match(name) or not (self.models_dir / name).is_dir():
+            raise VoiceNotFound(f"no such voice {name!r} in {self.models_dir.absolute()}")
+        target = link_target(self.models_dir / name / PREVIOUS)
         if target is None:
-            raise VoiceNotFound(f"voice {name!r} has no previous version to roll back to "
-                                "(rollback needs the staged layout models/<voice>/<version>/)")
-        return self.activate(name, target)
+            raise VoiceNotFound(no_previous_reason(self.models_dir / name))
+        result = self.activate(name, target, remember=False)
+        if result.outcome != "rejected":
+            (self.models_dir / name / PREVIOUS).unlink(missing_ok=True)
+        return result
 
     def status(self) -> dict[str, Any]:
         """Loaded voices and the last reload result of each, for health reports."""
         voices = [
             {"voice": v.name, "version": v.version, "variant": v.variant, "sha256": v.sha256,
              "loaded_at": v.loaded_at, "provider": v.provider, "sample_rate": v.sample_rate,
-             "streaming": v.streaming, "signed_by": self.signed_by(v)}
+             "streaming": v.streaming, "signed_by": self.signed_by(v),
+             "problems": self._validator.problems(v) + self._unserved.problems(v.name)}
             for v in self.loaded()
         ]
         return {"voices": voices, "default": self.default_voice,

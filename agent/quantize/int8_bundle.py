@@ -4,7 +4,9 @@
 calibration sentences (:mod:`agent.quantize.sentences`), quantizes with a
 :class:`~agent.quantize.recipe.Recipe`, runs the quality gate on the held-out sentences
 (:mod:`agent.quantize.gate`), and only then writes the bundle, with what was done recorded in
-its manifest (``quantization``). Everything runs on the caller's thread.
+its manifest (``quantization``) and what the int8 model was made from (``derived``: the fp32
+file's name and sha256, see :mod:`agent.library.variants`; the agent does not serve an int8
+model whose source is no longer the bundle's fp32 one). Everything runs on the caller's thread.
 """
 
 from __future__ import annotations
@@ -21,13 +23,30 @@ from agent.quantize.errors import QuantizeError
 from agent.quantize.gate import DEFAULT_BOUNDS, QualityBounds, QualityReport, gate_models
 from agent.quantize.recipe import DEFAULT_RECIPE, Recipe, quantize_model
 from agent.quantize.sentences import CalibrationReader, Feeds, sentence_feeds, sentences_sha256
-from agent.voice.bundle import Bundle, BundleError, read_manifest, verify_bundle, write_manifest
+from agent.voice.bundle import (
+    Bundle,
+    BundleError,
+    read_manifest,
+    sha256_file,
+    verify_bundle,
+    write_manifest,
+)
 
-__all__ = ["INT8_SUFFIX", "build_int8_bundle", "manifest_quantization"]
+__all__ = ["DERIVED_KEY", "INT8_SUFFIX", "build_int8_bundle", "derived_record",
+           "manifest_quantization"]
 
 log = get_logger(__name__)
 
 INT8_SUFFIX = ".int8.onnx"
+DERIVED_KEY = "derived"
+"""The manifest's map of derived variants to their source, read by
+:func:`agent.library.variants.choose_variant` (the daemon does not import this module)."""
+
+
+def derived_record(source_variant: str, source_file: str, source_sha256: str,
+                   ) -> dict[str, str]:
+    """The manifest's record of one derived variant: ``derived[<variant>]``."""
+    return {"from": source_variant, "file": source_file, "sha256": source_sha256}
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,11 +142,12 @@ def build_int8_bundle(
                              sample_rate=inputs.sample_rate, bounds=bounds, threads=threads)
         record = _record(recipe, bounds, report, facts, calibration=calibration,
                          heldout=heldout, calibration_inputs=len(inputs.calibration))
+        derived = {"int8": derived_record("fp32", fp32_name, sha256_file(staging / fp32_name))}
         write_manifest(staging, voice=origin.voice, version=origin.version,
                        sample_rate=inputs.sample_rate,
                        variants={"fp32": fp32_name, "int8": int8_name},
                        config=inputs.config_path.name, source=origin.source,
-                       extra={"quantization": record})
+                       extra={"quantization": record, DERIVED_KEY: derived})
         staging.chmod(0o755)
         _replace_dir(staging, out_dir)
     except BaseException:

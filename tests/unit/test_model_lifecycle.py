@@ -344,7 +344,7 @@ def test_preload_of_a_broken_voice_fails_on_get(tiny_voice_dir: Path) -> None:
         library.get()
     assert library.loaded() == []
     with pytest.raises(VoiceLoadError, match="sha256"):
-        library.get()  # tried again from disk, not a cached failure
+        library.get()  # the same refusal: the files did not change
 
 
 def test_preload_of_a_missing_voice_does_nothing(tiny_voice_dir: Path) -> None:
@@ -353,3 +353,64 @@ def test_preload_of_a_missing_voice_does_nothing(tiny_voice_dir: Path) -> None:
     with pytest.raises(VoiceNotFound):
         library.get("no-such-voice")
     assert library.get().name == VOICE  # the lock was not left taken
+
+
+def count_validations(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the voices validated from now on (the real validation runs)."""
+    calls: list[str] = []
+    validate = VoiceLibrary._validate
+
+    def counting(self: VoiceLibrary, name: str, *args: Any) -> Any:
+        calls.append(name)
+        return validate(self, name, *args)
+
+    monkeypatch.setattr(VoiceLibrary, "_validate", counting)
+    return calls
+
+
+def test_a_broken_default_voice_is_reported_once_and_refused_until_its_files_change(
+        tiny_voice_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """#15-8: the first load's refusal is published and kept in status like a reload's; the
+    next requests get the same reason without a new validation, until the files change."""
+    corrupt_wrong_hash(tiny_voice_dir)
+    events = Events()
+    library = make_library(tiny_voice_dir.parent, events)
+    calls = count_validations(monkeypatch)
+    for _ in range(3):
+        with pytest.raises(VoiceLoadError, match="sha256"):
+            library.get()
+    assert calls == [VOICE]
+    assert events.kinds() == ["model_rejected"]
+    assert "sha256" in events.items[0]["reason"] and events.items[0]["version"] == "1.0.0"
+    status = library.status()
+    assert status["voices"] == []
+    assert status["last_reload"][VOICE]["outcome"] == "rejected"
+    assert "sha256" in status["last_reload"][VOICE]["reason"]
+    assert [r.outcome for r in library.reload()] == ["unchanged"]  # same files: not again
+    assert calls == [VOICE]
+    new_version_files(tmp_path / "new", "2.0.0", gain=0.4)
+    for name in (f"{VOICE}.onnx", "manifest.json"):
+        shutil.copyfile(tmp_path / "new" / "2.0.0" / name, tiny_voice_dir / name)
+    assert library.get().version == "2.0.0"  # the files changed: validated again, and loaded
+    assert calls == [VOICE, VOICE]
+    assert events.kinds() == ["model_rejected", "model_loaded"]
+
+
+def test_a_refused_preloaded_voice_is_reported_when_get_takes_it(
+        tiny_voice_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    corrupt_wrong_inputs(tiny_voice_dir)
+    events = Events()
+    library = make_library(tiny_voice_dir.parent, events)
+    library.on_event = None  # as in `tts-agent run`: the sink is wired after the preload
+    calls = count_validations(monkeypatch)
+    thread = library.preload()
+    assert thread is not None
+    thread.join(30)
+    library.on_event = events
+    with pytest.raises(VoiceLoadError, match="lack"):
+        library.get()
+    with pytest.raises(VoiceLoadError, match="lack"):
+        library.get()
+    assert calls == [VOICE]
+    assert events.kinds() == ["model_rejected"]
+    assert library.status()["last_reload"][VOICE]["outcome"] == "rejected"
