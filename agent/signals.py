@@ -1,14 +1,26 @@
 """The main thread's loop: run a service until SIGTERM or SIGINT, reload it on SIGHUP.
 
-The signal handlers only record the signal and wake the main thread; the work (start, READY,
-reload, stop) happens on the main thread, one signal at a time, in the order they came.
+The signal handlers only record the signal; the work (start, READY, reload, stop) happens on
+the main thread, one signal at a time, in the order they came.
+
+Python runs signal handlers on the main thread only, but the kernel may hand a
+process-directed signal to any thread: onnxruntime's pool, paho's network thread, the player.
+Then nothing interrupts the main thread, and a main thread blocked in ``Event.wait()`` (or a
+lock) would never run the handler: the signal would be lost. So the main thread waits in
+``select()`` on a socket pair registered with :func:`signal.set_wakeup_fd`: the C-level
+handler, whichever thread it runs on, writes the signal number there, ``select`` returns and
+the interpreter runs the Python handler on the main thread at once. The wait is also bounded
+(:data:`POLL_S`), so a wake-up byte that could not be written (a full socket) delays a signal
+by at most that long.
 """
 
 from __future__ import annotations
 
+import contextlib
+import select
 import signal
-import threading
-from collections.abc import Callable
+import socket
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Protocol
 
 from agent.logs import get_logger
@@ -16,9 +28,13 @@ from agent.logs import get_logger
 if TYPE_CHECKING:
     from agent.settings import Settings
 
-__all__ = ["Service", "run_until_signal"]
+__all__ = ["POLL_S", "Service", "run_until_signal"]
 
 log = get_logger(__name__)
+
+POLL_S = 0.5
+"""Longest the main thread waits without looking at the signals received (s)."""
+_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 class Service(Protocol):
@@ -33,42 +49,68 @@ class Service(Protocol):
     def stop(self) -> bool: ...
 
 
+@contextlib.contextmanager
+def _wakeup_socket() -> Iterator[socket.socket]:
+    """The reading end of a socket pair that the C signal handler writes to (any thread);
+    the previous wake-up fd is put back afterwards."""
+    reader, writer = socket.socketpair()
+    reader.setblocking(False)
+    writer.setblocking(False)
+    previous = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+    try:
+        yield reader
+    finally:
+        signal.set_wakeup_fd(previous)
+        reader.close()
+        writer.close()
+
+
+def _wait(reader: socket.socket, timeout: float) -> None:
+    """Block until a signal came (on any thread) or ``timeout`` passed; drain the socket.
+
+    Returning to Python code is what lets the interpreter run the handlers."""
+    readable, _, _ = select.select([reader], [], [], timeout)
+    if readable:
+        with contextlib.suppress(BlockingIOError, InterruptedError):
+            while reader.recv(256):
+                pass
+
+
 def run_until_signal(service: Service,
                      load_settings: Callable[[], Settings] | None = None) -> int:
     """Run ``service`` until SIGTERM or SIGINT; exit status 0. Main thread only.
 
     Start, then ``READY=1`` (the default voice is warm) unless a stop signal came during
     the start. SIGHUP reloads (``service.reload``, re-reading the settings through
-    ``load_settings``); SIGTERM/SIGINT stop it gracefully. The previous handlers are put
-    back afterwards.
+    ``load_settings``); SIGTERM/SIGINT stop it gracefully. Each takes effect at once even
+    when the kernel delivered it to a worker thread (see the module docstring). The previous
+    handlers and wake-up fd are put back afterwards.
     """
-    wake = threading.Event()
     received: list[int] = []
 
     def on_signal(signum: int, frame: object) -> None:
         received.append(signum)
-        wake.set()
 
-    signals = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-    previous = {sig: signal.signal(sig, on_signal) for sig in signals}
-    try:
-        service.start()
-        if not any(sig != signal.SIGHUP for sig in received):
-            service.notify_ready()
-        while True:
-            wake.wait()
-            wake.clear()
-            pending = []
-            while received:  # the handler may append meanwhile: take one at a time
-                pending.append(received.pop(0))
-            for signum in pending:
-                log.info("signal_received", signal=signal.Signals(signum).name)
-            if any(sig != signal.SIGHUP for sig in pending):
-                break
-            if pending:
-                service.reload(load_settings)
-    finally:
-        service.stop()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    with _wakeup_socket() as reader:
+        previous = {sig: signal.signal(sig, on_signal) for sig in _SIGNALS}
+        try:
+            service.start()
+            if not any(sig != signal.SIGHUP for sig in received):
+                service.notify_ready()
+            while True:
+                if not received:
+                    _wait(reader, POLL_S)
+                pending = []
+                while received:  # the handler may append meanwhile: take one at a time
+                    pending.append(received.pop(0))
+                for signum in pending:
+                    log.info("signal_received", signal=signal.Signals(signum).name)
+                if any(sig != signal.SIGHUP for sig in pending):
+                    break
+                if pending:
+                    service.reload(load_settings)
+        finally:
+            service.stop()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
     return 0
