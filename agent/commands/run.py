@@ -14,6 +14,9 @@ from typing import Any
 
 from agent.commands import CommandError, add_config_argument, settings_from_args
 
+PRELOAD_JOIN_S = 120.0
+"""Longest wait for the default voice's load to end when the daemon cannot start (s)."""
+
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
@@ -27,18 +30,24 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from agent.hardware.effective import profile_or_reason
     from agent.library.voices import VoiceLibrary
+    from agent.mqtt.credentials import ClientConfigError, check_files
     from agent.settings import Settings, load_settings
 
     settings = settings_from_args(args)
     config: Path | None = getattr(args, "config", None)
+    # Every file the connection needs is read before any thread starts: a missing password
+    # file is one error line and exit 2, not an exception under a loading onnxruntime.
+    try:
+        check_files(settings.mqtt)
+    except ClientConfigError as exc:
+        raise CommandError(str(exc), status=2) from None
     # The default voice starts loading now, on a helper thread: onnxruntime builds its session
     # without the GIL while this thread imports the rest of the daemon (MQTT, audio, health).
     profile = profile_or_reason(settings)
     voices = VoiceLibrary.for_settings(settings, profile=profile[0])
-    voices.preload()
+    preloading = voices.preload()
 
     from agent.logs import get_logger
-    from agent.mqtt.client import ClientConfigError
     from agent.mqtt.topics import TopicError
     from agent.service import AgentService
     from agent.signals import run_until_signal
@@ -48,8 +57,14 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         service = AgentService(settings, voices=voices, profile=profile)
-    except (ClientConfigError, TopicError) as exc:
-        raise CommandError(str(exc), status=2) from exc
+    except BaseException as exc:
+        # Never leave the interpreter while onnxruntime builds the session on the preload
+        # thread: its teardown under that thread aborts the process.
+        if preloading is not None:
+            preloading.join(PRELOAD_JOIN_S)
+        if isinstance(exc, (ClientConfigError, TopicError)):
+            raise CommandError(str(exc), status=2) from None
+        raise
     status = run_until_signal(service, reread)
     if service.stopped_cleanly is False:
         # A worker is stuck inside native code (e.g. an onnxruntime inference that never

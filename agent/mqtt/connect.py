@@ -30,6 +30,8 @@ from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
+from agent.mqtt.credentials import ClientConfigError, read_password, tls_context
+
 if TYPE_CHECKING:
     from agent.mqtt.client import OutboundMessage
     from agent.settings import MqttSettings
@@ -53,35 +55,12 @@ def queue_limit(settings: MqttSettings) -> int:
                                   if journal.enabled else 0)
 
 
-class ClientConfigError(Exception):
-    """The MQTT settings cannot be used (unreadable password file, bad certificate...)."""
-
-
-def _tls_context(settings: MqttSettings) -> ssl.SSLContext:
-    try:
-        context = ssl.create_default_context(
-            cafile=str(settings.ca_file) if settings.ca_file else None
-        )
-        if settings.cert_file is not None and settings.key_file is not None:
-            context.load_cert_chain(str(settings.cert_file), str(settings.key_file))
-    except (OSError, ssl.SSLError) as exc:
-        raise ClientConfigError(f"cannot set up TLS: {exc}") from exc
-    return context
-
-
 def _set_credentials(client: paho.Client, settings: MqttSettings) -> None:
-    """User name and password, the password read from its file now (never logged)."""
-    try:
-        password = settings.resolved_password()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ClientConfigError(
-            f"cannot read the MQTT password file {settings.password_file}: "
-            f"{getattr(exc, 'strerror', None) or type(exc).__name__}"
-        ) from None
+    """User name and password, the password read from its file now (never logged;
+    :func:`agent.mqtt.credentials.read_password`)."""
+    password = read_password(settings)
     if settings.username is not None or password is not None:
-        client.username_pw_set(
-            settings.username, password.get_secret_value() if password else None
-        )
+        client.username_pw_set(settings.username, password)
 
 
 def new_paho(settings: MqttSettings, client_id: str, *, persistent: bool,
@@ -100,7 +79,7 @@ def new_paho(settings: MqttSettings, client_id: str, *, persistent: bool,
     )
     client.max_queued_messages_set(queue_limit(settings))
     if settings.tls:
-        client.tls_set_context(_tls_context(settings))
+        client.tls_set_context(tls_context(settings))
     _set_credentials(client, settings)
     if will is not None:
         client.will_set(will.topic.value, will.payload, will.qos, will.retain)
