@@ -16,7 +16,8 @@ from pathlib import Path
 
 from agent.voice.bundle import MANIFEST_NAME
 
-__all__ = ["CURRENT", "NAME", "PREVIOUS", "link_target", "replace_symlink", "staged_versions"]
+__all__ = ["CURRENT", "NAME", "PREVIOUS", "link_target", "no_previous_reason", "replace_symlink",
+           "staged_versions"]
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")
 """What a voice or version name may be (no path separators, no leading dot)."""
@@ -35,6 +36,17 @@ def staged_versions(voice_dir: Path) -> list[str]:
 def link_target(link: Path) -> str | None:
     """Where the symlink ``link`` points (relative, as written), None when it is no symlink."""
     return os.readlink(link) if link.is_symlink() else None
+
+
+def no_previous_reason(voice_dir: Path) -> str:
+    """Why the voice in ``voice_dir`` cannot be rolled back (it has no ``previous`` link)."""
+    name = voice_dir.name
+    if link_target(voice_dir / CURRENT) is None:
+        return (f"voice {name!r} has no previous version to roll back to "
+                "(rollback needs the staged layout models/<voice>/<version>/)")
+    return (f"voice {name!r} has no previous version to roll back to (a rollback clears it; "
+            f"`models activate {name} VERSION` goes to any of: "
+            f"{', '.join(staged_versions(voice_dir))})")
 
 
 def replace_symlink(link: Path, target: str) -> None:

@@ -18,8 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import shutil
-import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,7 +30,6 @@ __all__ = [
     "Bundle",
     "BundleError",
     "check_sha256",
-    "import_voice",
     "read_bundle",
     "read_manifest",
     "resolve_bundle_dir",
@@ -218,43 +215,3 @@ def write_manifest(
                  prefix=".manifest-")
     return manifest
 
-
-def import_voice(onnx_path: Path, models_dir: Path, *, version: str, source: str,
-                 variant: str = "fp32", config_path: Path | None = None) -> Bundle:
-    """Copy a Piper voice (``X.onnx`` + ``X.onnx.json``) into ``models_dir/X/`` with a manifest.
-
-    The copy is made in a temporary sibling directory and renamed into place, so a reader never
-    sees a half-written bundle. An existing bundle of the same voice is replaced.
-    """
-    config_path = config_path or onnx_path.with_name(onnx_path.name + ".json")
-    for path in (onnx_path, config_path):
-        if not path.is_file():
-            raise BundleError(f"not a file: {path}")
-    try:
-        voice_config = json.loads(config_path.read_text(encoding="utf-8"))
-        sample_rate = int(voice_config["audio"]["sample_rate"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise BundleError(f"{config_path}: not a Piper voice config: {exc}") from exc
-    voice = onnx_path.name.removesuffix(".onnx")
-    _safe_file_name(voice)
-    models_dir.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{voice}-", dir=models_dir))
-    try:
-        shutil.copyfile(onnx_path, staging / onnx_path.name)
-        shutil.copyfile(config_path, staging / (onnx_path.name + ".json"))
-        write_manifest(staging, voice=voice, version=version, sample_rate=sample_rate,
-                       variants={variant: onnx_path.name}, config=onnx_path.name + ".json",
-                       source=source)
-        staging.chmod(0o755)
-        target = models_dir / voice
-        if target.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{voice}-old-", dir=models_dir))
-            target.rename(old / voice)
-            staging.rename(target)
-            shutil.rmtree(old)
-        else:
-            staging.rename(target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return verify_bundle(models_dir / voice)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.voice.bundle import BundleError, import_voice, resolve_bundle_dir, verify_bundle
+from agent.voice.bundle import BundleError, resolve_bundle_dir, verify_bundle
 
 
 def test_verify_accepts_a_fresh_bundle(tiny_voice_dir: Path) -> None:
@@ -51,19 +51,6 @@ def test_manifest_cannot_point_outside_the_bundle(tiny_voice_dir: Path, name: st
     path.write_text(json.dumps(manifest))
     with pytest.raises(BundleError, match="unsafe file"):
         verify_bundle(tiny_voice_dir)
-
-
-def test_import_voice_lays_out_a_bundle(tiny_voice_dir: Path, tmp_path: Path) -> None:
-    models = tmp_path / "imported"
-    bundle = import_voice(tiny_voice_dir / "tiny-test.onnx", models, version="2.0",
-                          source="test")
-    assert bundle.dir == models / "tiny-test"
-    assert bundle.version == "2.0"
-    assert verify_bundle(models / "tiny-test").sha256 == bundle.sha256
-    # importing again replaces the bundle and leaves no staging directories behind
-    import_voice(tiny_voice_dir / "tiny-test.onnx", models, version="2.1", source="test")
-    assert verify_bundle(models / "tiny-test").version == "2.1"
-    assert sorted(p.name for p in models.iterdir()) == ["tiny-test"]
 
 
 def test_staged_layout_follows_current(tiny_voice_dir: Path, tmp_path: Path) -> None:
