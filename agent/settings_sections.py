@@ -68,14 +68,14 @@ class ModelSettings(_Section):
         description="How long a bundle may look half-written (sizes not matching its manifest) "
         "before it is validated anyway and rejected (s).",
     )
-    trusted_keys: tuple[Path, ...] = Field(default=(), max_length=16, description="ed25519 "
-        "public keys (PEM files) voice signatures are checked against; several, to rotate keys.")
+    trusted_keys: tuple[Path, ...] = Field(default=(), description="ed25519 public keys (PEM).")
     require_signature: bool = Field(default=False, description="Refuse unsigned voices.")
-
     @model_validator(mode="after")
-    def _trust_usable(self) -> ModelSettings:  # reads the key files
-        from agent.voice.signature import check_trust_settings
-        return check_trust_settings(self)
+    def _trust_usable(self) -> ModelSettings:  # reads the key files, if any are set
+        if self.trusted_keys or self.require_signature:
+            from agent.voice.signature import check_trust_settings
+            check_trust_settings(self)
+        return self
 
 
 class SynthesisSettings(_Section):

@@ -1,0 +1,159 @@
+"""Signed voices end to end (#15 item 12): ``tts-agent models keygen / sign / verify`` as real
+processes, and a running agent (real Mosquitto, real playback into an ALSA file PCM, the tiny
+generated voice) that requires signatures: an unsigned staged version is refused on ``reload``
+and ``current`` stays; once signed it loads, and the event and the health report name the key."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.mqtt.topics import Namespace
+from agent.settings import Settings
+from tests.support import make_tiny_voice
+from tests.support.broker import Broker, Recorder, agent_env, agent_settings, running_agent
+
+VOICE = make_tiny_voice.VOICE
+DEV = Namespace("tts").device("t1")
+
+
+def tts_agent(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "agent", *args], env=env, capture_output=True,
+                          text=True, timeout=300, check=False)
+
+
+def keygen(prefix: Path) -> str:
+    done = tts_agent("models", "keygen", str(prefix))
+    assert done.returncode == 0, done.stderr
+    return str(json.loads(done.stdout)["key_id"])
+
+
+def sign(bundle: Path, key: Path) -> subprocess.CompletedProcess[str]:
+    return tts_agent("models", "sign", str(bundle), "--key", str(key))
+
+
+def cli_env(models: Path, tmp_path: Path, keys: list[Path], required: bool) -> dict[str, str]:
+    settings = Settings(models={"dir": models, "default_voice": VOICE, "trusted_keys": keys,
+                                "require_signature": required},
+                        cache={"dir": tmp_path / "cache"}, log={"level": "warning"})
+    return agent_env(settings)
+
+
+def test_keygen_sign_verify_from_the_command_line(tiny_voice_dir: Path, tmp_path: Path) -> None:
+    models = tiny_voice_dir.parent
+    old, new = tmp_path / "keys" / "release-1", tmp_path / "keys" / "release-2"
+    old.parent.mkdir()
+    old_id, new_id = keygen(old), keygen(new)
+    assert (old.with_suffix(".key").stat().st_mode & 0o777) == 0o600
+    again = tts_agent("models", "keygen", str(old))
+    assert again.returncode == 2 and "already exists" in again.stderr
+    required = cli_env(models, tmp_path, [Path(f"{old}.pub"), Path(f"{new}.pub")], True)
+
+    unsigned = tts_agent("models", "verify", env=required)
+    assert unsigned.returncode == 2
+    assert f"{VOICE}: FAILED:" in unsigned.stdout and "unsigned" in unsigned.stdout
+
+    signed = sign(tiny_voice_dir, Path(f"{new}.key"))
+    assert signed.returncode == 0, signed.stderr
+    assert json.loads(signed.stdout)["key_id"] == new_id
+    ok = tts_agent("models", "verify", env=required)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert f"{VOICE}: ok (signed by {new_id})" in ok.stdout
+    assert old_id != new_id
+
+    # The manifest edited after signing: refused, with the reason, even when not required.
+    manifest = tiny_voice_dir / "manifest.json"
+    data = json.loads(manifest.read_text())
+    data["source"] = "someone else"
+    manifest.write_text(json.dumps(data))
+    optional = cli_env(models, tmp_path, [Path(f"{old}.pub"), Path(f"{new}.pub")], False)
+    tampered = tts_agent("models", "verify", env=optional)
+    assert tampered.returncode == 2
+    assert "changed after it was signed" in tampered.stdout
+
+    # sign refuses a bundle whose files do not match its manifest: nothing is vouched for.
+    (tiny_voice_dir / f"{VOICE}.onnx.json").write_text("{}")
+    refused = sign(tiny_voice_dir, Path(f"{old}.key"))
+    assert refused.returncode == 2 and "not signed" in refused.stderr
+    bad_key = tts_agent("models", "verify",
+                        env={**optional, "TTS_AGENT_MODELS__TRUSTED_KEYS":
+                             json.dumps([str(tmp_path / "missing.pub")])})
+    assert bad_key.returncode == 2 and "public key file not found" in bad_key.stderr
+    assert "Traceback" not in bad_key.stderr
+
+
+@pytest.fixture()
+def staged(tiny_voice_dir: Path, tmp_path: Path) -> tuple[Path, Path, str]:
+    """models/tiny-test/{1.0.0 (signed), 2.0.0 (unsigned)}, current -> 1.0.0; the key pair."""
+    models = tmp_path / "staged"
+    voice_dir = models / VOICE
+    voice_dir.mkdir(parents=True)
+    shutil.copytree(tiny_voice_dir, voice_dir / "1.0.0")
+    make_tiny_voice.build_bundle(models, version="2.0.0", gain=0.8, bundle=voice_dir / "2.0.0")
+    (voice_dir / "current").symlink_to("1.0.0")
+    prefix = tmp_path / "fleet"
+    key_id = keygen(prefix)
+    assert sign(voice_dir / "1.0.0", Path(f"{prefix}.key")).returncode == 0
+    return models, prefix, key_id
+
+
+@pytest.fixture()
+def controller(mqtt_broker: Broker) -> Iterator[Recorder]:
+    with Recorder(mqtt_broker.settings(), [DEV.events.as_filter(), DEV.status.as_filter(),
+                                           DEV.health.as_filter()], "controller") as recorder:
+        yield recorder
+
+
+def signer_in_health(report: dict[str, Any]) -> list[tuple[str, str | None]]:
+    return [(v["version"], v["signed_by"]) for v in report["voices"]["voices"]]
+
+
+@pytest.mark.broker
+@pytest.mark.alsa
+def test_running_agent_refuses_an_unsigned_version_and_names_the_signer(
+        mqtt_broker: Broker, staged: tuple[Path, Path, str], controller: Recorder,
+        tmp_path: Path) -> None:
+    models, prefix, key_id = staged
+    settings = agent_settings(mqtt_broker, models, tmp_path / "agent")
+    settings = settings.model_copy(update={"models": Settings(models={
+        **settings.models.model_dump(), "trusted_keys": [Path(f"{prefix}.pub")],
+        "require_signature": True}).models})
+    with running_agent(settings):
+        controller.wait_json(DEV.status, lambda p: p["state"] == "online")
+        controller.publish(DEV.command("speak"), {"id": "s1", "text": "Signed voice."})
+        final = controller.wait_json(DEV.events, lambda e: e["id"] == "s1" and e["final"], 60)
+        assert final["event"] == "finished" and final["version"] == "1.0.0"
+        controller.wait_json(DEV.health, lambda h: signer_in_health(h) == [("1.0.0", key_id)],
+                             60)
+
+        controller.publish(DEV.command("reload"), {"id": "r1", "voice": VOICE,
+                                                   "version": "2.0.0"})
+        answer = controller.wait_json(DEV.events, lambda e: e["id"] == "r1" and e["final"], 60)
+        assert answer["event"] == "failed" and "unsigned" in answer["reason"]
+        rejected = controller.wait_json(
+            DEV.events, lambda e: e["event"] == "model_rejected" and e["version"] == "2.0.0", 60)
+        assert "models.require_signature" in rejected["reason"]
+        assert os.readlink(models / VOICE / "current") == "1.0.0"
+        controller.publish(DEV.command("speak"), {"id": "s2", "text": "Still here."})
+        final = controller.wait_json(DEV.events, lambda e: e["id"] == "s2" and e["final"], 60)
+        assert final["event"] == "finished" and final["version"] == "1.0.0"
+
+        assert sign(models / VOICE / "2.0.0", Path(f"{prefix}.key")).returncode == 0
+        controller.publish(DEV.command("reload"), {"id": "r2", "voice": VOICE,
+                                                   "version": "2.0.0"})
+        answer = controller.wait_json(DEV.events, lambda e: e["id"] == "r2" and e["final"], 60)
+        assert answer["event"] == "done", answer
+        loaded = controller.wait_json(
+            DEV.events, lambda e: e["event"] == "model_loaded" and e["version"] == "2.0.0", 60)
+        assert loaded["signed_by"] == key_id
+        assert os.readlink(models / VOICE / "current") == "2.0.0"
+        controller.wait_json(DEV.health, lambda h: signer_in_health(h) == [("2.0.0", key_id)],
+                             60)
