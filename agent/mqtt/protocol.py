@@ -315,17 +315,25 @@ class CommandEvent(EventBase):
 
 
 class ModelEvent(EventBase):
-    """``model_loaded`` / ``model_rejected`` from the voice library (see agent.library.voices).
+    """``model_loaded`` / ``model_rejected`` from the voice library (see agent.library.voices),
+    and ``model_damaged``: a file of a live voice's bundle that it does not serve is damaged.
 
     Extra keys the library reports are kept: the library is our own code, not remote input.
     """
 
     model_config = ConfigDict(extra="allow", frozen=True)
 
-    event: Literal["model_loaded", "model_rejected"]
+    event: Literal["model_loaded", "model_rejected", "model_damaged"]
     voice: str
     version: str | None = None
     reason: str | None = None
+    variant: str | None = Field(
+        default=None, description="The variant served (`fp32`, `int8`).")
+    variant_reason: str | None = Field(
+        default=None, description="In a `model_loaded`: why this variant is served and not the "
+        "wanted one (a stale int8, one the bundle lacks), or that its provenance is unknown.")
+    files: list[str] | None = Field(
+        default=None, description="In a `model_damaged`: the damaged files (not served).")
     signed_by: str | None = Field(
         default=None, description="In a `model_loaded`: the id of the trusted key that signed "
         "the voice (models.trusted_keys); null when it is unsigned.")

@@ -245,3 +245,46 @@ def write_config(tmp_path: Path) -> Path:
     config.write_text(f'[models]\ndir = "{tmp_path / "models"}"\ndefault_voice = "{VOICE}"\n'
                       f'[cache]\ndir = "{tmp_path / "cli-cache"}"\n', encoding="utf-8")
     return config
+
+
+def test_config_only_update_is_not_served_from_the_phrase_cache(
+    versions: Path, tmp_path: Path, start_agent: Callable[[Path], Agent]
+) -> None:
+    """#15-6: a phrase cached under the old config is not played after a config-only update
+    (length_scale 1 -> 2, new version, the model file unchanged): it is synthesized anew,
+    slower, and cached under the new config."""
+    import json
+
+    models = flat(versions, tmp_path)
+    bundle = models / VOICE
+    agent = start_agent(models)
+
+    def audio_s(request_id: str) -> float:
+        agent.controller.publish(DEV.command("speak"),
+                                 {"id": request_id, "text": "Attention please."})
+        final = agent.controller.wait_json(
+            DEV.events, lambda e: e["id"] == request_id and e["final"], timeout=120)
+        assert final["event"] == "finished", final
+        return float(final["audio_s"])
+
+    before = audio_s("old-1")
+    assert audio_s("old-2") == before
+    cache = agent.service.phrase_cache
+    assert cache is not None and cache.stats()["hits"] == 1  # the repeat came from the cache
+    config = json.loads((bundle / f"{ONNX}.json").read_text(encoding="utf-8"))
+    assert config["inference"]["length_scale"] == 1
+    config["inference"]["length_scale"] = 2.0
+    staged = tmp_path / "staged"
+    staged.mkdir()
+    (staged / f"{ONNX}.json").write_text(json.dumps(config), encoding="utf-8")
+    os.link(bundle / ONNX, staged / ONNX)
+    write_manifest(staged, voice=VOICE, version="1.1.0", sample_rate=22050,
+                   variants={"fp32": ONNX}, config=f"{ONNX}.json", source="test")
+    for name in (f"{ONNX}.json", "manifest.json"):
+        shutil.copyfile(staged / name, bundle / f".{name}.part")
+        os.replace(bundle / f".{name}.part", bundle / name)
+    agent.wait_model_event(lambda e: e.get("version") == "1.1.0")
+    after = audio_s("new-1")
+    assert after > 1.5 * before  # twice as slow, not the cached old audio
+    assert audio_s("new-2") == after
+    assert cache.stats()["hits"] == 2
