@@ -11,7 +11,11 @@ so its end is never cut. Between utterances the stream is stopped but the PCM st
 open for ``audio.keep_open_s``. If the device cannot be opened or fails,
 :meth:`Output.fail` closes it, reports ``state: degraded`` with the reason, fails
 the utterances still in its buffer, and the device is retried every
-``audio.reopen_interval_s``; the state is ``ok`` again once it can play.
+``audio.reopen_interval_s``. It is ``ok`` again only once a write got through: more frames
+than its buffer holds were written in one run of the stream, so earlier ones have left the
+buffer (a ``file`` PCM, which writes to its file only then, has written them; opening a
+PCM, or writing less than a buffer, proves nothing). Each recovery probe writes a buffer
+and a period of silence for that.
 
 The PCM itself lives in a helper process (:mod:`agent.audio.pcm_host`): every ALSA call
 waits for it without holding the interpreter lock and at most ``audio.device_timeout_s``,
@@ -63,6 +67,7 @@ class Output:
         self.running = False
         """Frames have been written since the last open or drop (the stream runs)."""
         self._position = 0  # frames written since the device was opened
+        self._run_frames = 0  # frames written since the stream last started (open or drop)
         self._underruns_before = 0  # underruns of devices already closed
         self._marks: deque[Mark] = deque()
         self._idle_since = time.monotonic()
@@ -129,24 +134,28 @@ class Output:
         self.settle_marks("interrupted", reason)
         if self.device is not None and self.running:
             self.call(self.device.drop)
-        self.running = False
-        self._idle_since = time.monotonic()
+        self._stopped()
 
     def stop_stream(self) -> None:
         """Between utterances: stop a running stream, keep the PCM open."""
         if self.running and self.device is not None:
             self.call(self.device.drop)
-            self.running = False
-            self._idle_since = time.monotonic()
+            self._stopped()
+
+    def _stopped(self) -> None:
+        self.running = False
+        self._run_frames = 0
+        self._idle_since = time.monotonic()
 
     def _write(self, frames: np.ndarray) -> None:
         device = self._require_device()
         data = encode(frames, device.params.sample_format)
         self.call(device.write, data)
         self._position += len(frames)
+        self._run_frames += len(frames)
         self.running = True
-        if self._retry_at is not None:
-            self._set_ok()
+        if self._retry_at is not None and self._run_frames > device.params.buffer_frames:
+            self._set_ok()  # frames have left the buffer: the write got through
         self._book.set_underruns(self._underruns_before + device.underruns)
         self._fire_marks()
 
@@ -185,23 +194,33 @@ class Output:
             raise
         self.device = device
         self._position = 0
-        self.running = False
-        self._idle_since = time.monotonic()
+        self._stopped()
         self._book.set_device(device.params.describe())
         return device
 
     def probe(self) -> None:
-        """Open the device and play one period of silence: proves the path works."""
+        """Open the device and write silence through it.
+
+        At start one period (the device opens and takes frames). While degraded (a recovery
+        probe) a buffer and a period more, so that frames leave the buffer: only a write that
+        got through makes the device ``ok`` again (:meth:`_write`).
+        """
+        recovering = self._retry_at is not None
+        if recovering:
+            self._book.count_recovery_probe()
         try:
             device = self.ensure(self._last_format)
             if not self.running:
-                self.write_silence(device.params.period_frames)
+                params = device.params
+                self.write_silence(params.period_frames
+                                   + (params.buffer_frames if recovering else 0))
                 self.call(device.drop)
-                self.running = False
+                self._stopped()
         except DeviceError as exc:
             self.fail(str(exc), count=False)
             return
-        self._set_ok()
+        if not recovering:
+            self._set_ok()
 
     def housekeeping(self) -> float | None:
         """While idle: retry a lost device, close an idle one; seconds until the next

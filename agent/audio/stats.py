@@ -45,6 +45,9 @@ class PlayerStats(TypedDict):
     """Underruns recovered, over every device opened since start."""
     device_errors: int
     """Times the device could not be opened or failed."""
+    recovery_probes: int
+    """Times a lost device was tried again (each probe writes a buffer of silence through it:
+    the state is ``ok`` again only once one got through)."""
     seconds_played: float
     """Seconds of request audio written to the device (rounded to ms)."""
     started: int
@@ -85,6 +88,7 @@ class PlayerBook:
         }
         self._underruns = 0
         self._device_errors = 0
+        self._recovery_probes = 0
         self._internal_errors = 0
         self._seconds_played = 0.0
         self._state: PlayerState = "ok"
@@ -101,6 +105,10 @@ class PlayerBook:
     def count_device_error(self) -> None:
         with self._lock:
             self._device_errors += 1
+
+    def count_recovery_probe(self) -> None:
+        with self._lock:
+            self._recovery_probes += 1
 
     def count_internal_error(self) -> None:
         with self._lock:
@@ -150,6 +158,7 @@ class PlayerBook:
             events = self._events
             return PlayerStats(
                 underruns=self._underruns, device_errors=self._device_errors,
+                recovery_probes=self._recovery_probes,
                 seconds_played=round(self._seconds_played, 3),
                 started=events["started"], finished=events["finished"],
                 interrupted=events["interrupted"], failed=events["failed"],

@@ -172,6 +172,7 @@ class AudioSection(TypedDict):
     pcm: str
     underruns: int
     device_errors: int
+    recovery_probes: int
     seconds_played: float
     started: int
     finished: int

@@ -57,10 +57,15 @@ class AlsaConfig:
         self.write()
         monkeypatch.setenv("ALSA_CONFIG_PATH", str(self.path))
 
-    def add_file(self, name: str, path: Path | None = None) -> Path:
-        """Define PCM ``name`` writing raw frames to ``path`` (never truncated); returns it."""
+    def add_file(self, name: str, path: Path | None = None, *, truncate: bool = False) -> Path:
+        """Define PCM ``name`` writing raw frames to ``path``; returns it.
+
+        Never truncated by default (each re-open writes a new numbered file). With
+        ``truncate`` (as the system's ``file:`` PCM), alsa-lib opens a missing file without
+        an error and only fails once it writes to it: once more than a buffer is queued.
+        """
         path = path or self.directory / f"{name}.raw"
-        self._pcms[name] = _file_pcm(path, truncate=False)
+        self._pcms[name] = _file_pcm(path, truncate=truncate)
         self.write()
         return path
 
