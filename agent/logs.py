@@ -24,7 +24,7 @@ import structlog
 __all__ = ["bind_request", "configure_logging", "get_logger"]
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
-           "error": logging.ERROR}
+           "error": logging.ERROR, "critical": logging.CRITICAL}
 _NOISY = ("paho", "watchdog", "onnxruntime")
 
 

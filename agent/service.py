@@ -181,6 +181,7 @@ class AgentService:
             voice_names=self.voices.names, default_voice=settings.models.default_voice,
             status=self.ping_status, reload=self._reload,
             on_volume=self._set_volume, on_ping=self._on_ping,
+            progress_interval_s=mqtt.progress_interval_s,
         )
 
     # -- lifecycle (main thread) ----------------------------------------------------------

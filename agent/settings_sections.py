@@ -314,6 +314,11 @@ class MqttSettings(_Section):
                     "outage (s, jittered); later waits double from it up to reconnect_max_s.")
     reconnect_max_s: float = Field(default=60.0, gt=0, le=3600,
                                    description="Longest reconnect delay (s).")
+    connect_timeout_s: float = Field(default=5.0, gt=0, le=600, description=(
+        "Longest wait for the TCP connect and TLS handshake to the broker (s)."))
+    progress_interval_s: float = Field(default=5.0, ge=1.0, le=3600, description=(
+        "An open speak request quiet this long gets a `progress` event (s); at most one per "
+        "request per interval."))
     journal: JournalSettings = Field(default_factory=JournalSettings,
                                      description="The request journal.")
 

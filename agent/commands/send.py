@@ -1,56 +1,109 @@
 """``tts-agent send``: a small controller. Publishes one command, optionally waits for the answer.
 
     tts-agent send --device kiosk-1 speak "Doors closing" --priority urgent --wait
-    tts-agent send --group lobby volume 0.4
+    tts-agent send -h broker.example -p 8883 --cafile ca.pem --group lobby volume 0.4
     tts-agent send --all ping --wait --timeout 3
 
 The command is validated locally with the same schema the agent uses, so a typo fails here.
-With ``--wait`` the final event is printed as one JSON line: over MQTT 5 it arrives on a private
-Response Topic with Correlation Data; over 3.1.1 it is picked from the events topic by id.
-``--progress`` also prints the events before it (accepted, started).
+The broker comes from the settings, overridden by ``mosquitto_pub``'s options (``-h``, ``-p``,
+``--cafile``, ``--cert``, ``--key``, ``-u``, ``--password-file``, ``-V``); inside ``send``,
+``-h`` is the host, as in ``mosquitto_pub``, and ``--help`` shows the help. A password on the
+command line (``-P``) is refused: every user of the machine can read it.
+
+Connecting makes one attempt, bounded by ``--connect-timeout``: a refused connection fails at
+once, an unreachable host after the timeout. With ``--wait`` the final event is printed as one
+JSON line (:mod:`agent.commands.send_wait`); ``--timeout`` bounds the silence, not the length of
+the speech.
 
 Exit status: 0 the command succeeded (or was sent, without ``--wait``); 1 it ended otherwise
-(rejected, failed, expired, interrupted); 3 no broker or no answer within ``--timeout``. An id
-the agent already served is answered with a final ``duplicate`` event, printed like any other;
-the exit status is then that of the original outcome it names (``outcome``).
+(rejected, failed, expired, interrupted); 2 bad arguments, an invalid command or connection
+option; 3 no broker, or no answer for ``--timeout``. An id the agent already served is answered
+with a final ``duplicate`` event, printed like any other; the exit status is then that of the
+original outcome it names (``outcome``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import queue
 import secrets
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent.commands import CommandError, add_config_argument, settings_from_args
+from agent.commands.send_wait import NO_ANSWER, await_final, succeeded
 
 if TYPE_CHECKING:
-    from agent.mqtt.client import InboundMessage
+    from agent.mqtt.client import InboundMessage, MqttClient
     from agent.mqtt.topics import Topic, TopicFilter
+    from agent.settings import MqttSettings
 
-SUCCESS_EVENTS = frozenset({"finished", "done", "pong"})
-NO_ANSWER = 3
+__all__ = ["NO_ANSWER", "build_payload", "connection_settings", "register", "run", "succeeded"]
+
+USAGE = 2
+MAX_TIMEOUT_S = 86_400.0
+MAX_CONNECT_TIMEOUT_S = 600.0
+_POLL_S = 0.05
+"""Slice of the wait for the connection, between looks at whether the one attempt failed."""
+
+_PROTOCOLS = {"5": "5", "mqttv5": "5", "3.1.1": "3.1.1", "mqttv311": "3.1.1"}
+_OPTION_OF = {"host": "-h/--host", "port": "-p/--port", "ca_file": "--cafile",
+              "cert_file": "--cert", "key_file": "--key", "username": "-u/--username",
+              "password_file": "--password-file", "connect_timeout_s": "--connect-timeout"}
+
+
+def _option(parser: argparse.ArgumentParser, *names: str, top: bool, default: Any = None,
+            **kwargs: Any) -> None:
+    """An option accepted before and after the command name (after it, it never overrides
+    a value given before: its default is suppressed)."""
+    parser.add_argument(*names, default=default if top else argparse.SUPPRESS, **kwargs)
+
+
+def _connection(parser: argparse.ArgumentParser, *, top: bool) -> None:
+    """``mosquitto_pub``'s connection options; unset ones keep the settings' value."""
+    _option(parser, "-h", "--host", top=top, help="broker host (default: mqtt.host)")
+    _option(parser, "-p", "--port", top=top, type=int, help="broker port (default: mqtt.port)")
+    _option(parser, "-V", "--protocol-version", top=top, choices=sorted(_PROTOCOLS),
+            help="MQTT version (default: mqtt.protocol)")
+    _option(parser, "--cafile", top=top, type=Path, metavar="FILE",
+            help="CA certificates to verify the broker with; turns TLS on")
+    _option(parser, "--tls-use-os-certs", top=top, action="store_true", default=False,
+            help="TLS, verifying the broker with the system's CA certificates")
+    _option(parser, "--cert", top=top, type=Path, metavar="FILE",
+            help="client certificate (mutual TLS; with --key)")
+    _option(parser, "--key", top=top, type=Path, metavar="FILE", help="client private key")
+    _option(parser, "-u", "--username", top=top, help="user name (default: mqtt.username)")
+    _option(parser, "--password-file", top=top, type=Path, metavar="FILE",
+            help="file holding the password (default: mqtt.password_file)")
+    _option(parser, "-P", "--pw", top=top, metavar="PASSWORD",
+            help="refused: a password on the command line is visible to every user "
+                 "(use --password-file)")
+    _option(parser, "--connect-timeout", top=top, type=float, metavar="S",
+            help="seconds for the one connect attempt (default: mqtt.connect_timeout_s, 5)")
 
 
 def _common(parser: argparse.ArgumentParser, *, top: bool) -> None:
     """Options accepted before and after the command name."""
-    default = (lambda value: value) if top else (lambda value: argparse.SUPPRESS)
-    parser.add_argument("--wait", action="store_true", default=default(False),
-                        help="wait for the final event and print it")
-    parser.add_argument("--progress", action="store_true", default=default(False),
-                        help="with --wait, also print accepted/started events")
-    parser.add_argument("--timeout", type=float, default=default(30.0),
-                        help="seconds to wait for the broker and the answer (default 30)")
-    parser.add_argument("--id", dest="request_id", default=default(None),
-                        help="request id (default: generated)")
+    parser.add_argument("--help", action="help", default=argparse.SUPPRESS,
+                        help="show this help and exit")
+    _option(parser, "--wait", top=top, action="store_true", default=False,
+            help="wait for the final event and print it")
+    _option(parser, "--progress", top=top, action="store_true", default=False,
+            help="with --wait, also print the events before it (accepted, started, progress)")
+    _option(parser, "--timeout", top=top, type=float, default=30.0,
+            help="seconds without any event for the command before giving up (default 30)")
+    _option(parser, "--id", top=top, dest="request_id", help="request id (default: generated)")
+    _connection(parser, top=top)
     if not top:
         add_config_argument(parser)
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("send", help="send a command to agents over MQTT")
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "send", help="send a command to agents over MQTT", add_help=False)
     add_config_argument(parser)
     target = parser.add_mutually_exclusive_group(required=True)
     target.add_argument("--device", help="device id")
@@ -59,7 +112,10 @@ def register(subparsers: Any) -> None:
     _common(parser, top=True)
     commands = parser.add_subparsers(dest="send_command", metavar="COMMAND", required=True)
 
-    speak = commands.add_parser("speak", help="speak a text")
+    def command(name: str, text: str) -> argparse.ArgumentParser:
+        return commands.add_parser(name, help=text, add_help=False)
+
+    speak = command("speak", "speak a text")
     speak.add_argument("text")
     speak.add_argument("--voice", help="voice name (default: the device's default voice)")
     speak.add_argument("--priority", choices=["low", "normal", "high", "urgent"])
@@ -67,15 +123,15 @@ def register(subparsers: Any) -> None:
     speak.add_argument("--speed", type=float, help="speaking rate, 1.0 = the voice's own")
     speak.add_argument("--expires-in", type=float, dest="expires_in_s",
                        help="drop it if not started within this many seconds")
-    stop = commands.add_parser("stop", help="stop the current utterance")
+    stop = command("stop", "stop the current utterance")
     stop.add_argument("--clear", action="store_true", dest="clear_queue",
                       help="also drop the queued requests")
-    volume = commands.add_parser("volume", help="set the device volume")
+    volume = command("volume", "set the device volume")
     volume.add_argument("volume", type=float, help="0.0-1.0")
-    reload = commands.add_parser("reload", help="re-check the models directory now")
+    reload = command("reload", "re-check the models directory now")
     reload.add_argument("--voice", help="only this voice")
     reload.add_argument("--version", help="switch the voice to this staged version")
-    ping = commands.add_parser("ping", help="ask for a small status")
+    ping = command("ping", "ask for a small status")
     for sub in (speak, stop, volume, reload, ping):
         _common(sub, top=False)
     parser.set_defaults(handler=run)
@@ -107,8 +163,57 @@ def build_payload(args: argparse.Namespace) -> tuple[str, bytes]:
         command = COMMANDS[name].model_validate(values)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        raise CommandError(f"invalid {name} command: {problems}", status=2) from exc
+        raise CommandError(f"invalid {name} command: {problems}", status=USAGE) from exc
     return request_id, command.model_dump_json(exclude_none=True).encode("utf-8")
+
+
+def _seconds(value: float, option: str, high: float) -> float:
+    """``value`` when it is a number of seconds in (0, high]; a usage error otherwise."""
+    if not (math.isfinite(value) and 0 < value <= high):
+        raise CommandError(f"{option} must be more than 0 and at most {high:g} seconds "
+                           f"(got {value:g})", status=USAGE)
+    return value
+
+
+def connection_settings(args: argparse.Namespace, base: MqttSettings) -> MqttSettings:
+    """``base`` with the connection options given on the command line (validated)."""
+    from pydantic import ValidationError
+
+    from agent.settings import MqttSettings
+
+    if getattr(args, "pw", None) is not None:
+        raise CommandError("-P/--pw is refused: a password on the command line can be read by "
+                           "every user of this machine; put it in a file (mode 0600) and "
+                           "pass --password-file FILE", status=USAGE)
+    updates: dict[str, Any] = {}
+    for option, key in (("host", "host"), ("port", "port"), ("username", "username"),
+                        ("connect_timeout", "connect_timeout_s")):
+        if getattr(args, option, None) is not None:
+            updates[key] = getattr(args, option)
+    if not 1 <= updates.get("port", 1) <= 65535:
+        raise CommandError(f"-p/--port must be 1-65535 (got {args.port})", status=USAGE)
+    if getattr(args, "protocol_version", None) is not None:
+        updates["protocol"] = _PROTOCOLS[args.protocol_version]
+    for option, key in (("cafile", "ca_file"), ("cert", "cert_file"), ("key", "key_file"),
+                        ("password_file", "password_file")):
+        path: Path | None = getattr(args, option, None)
+        if path is not None:  # a file named on the command line is relative to here
+            updates[key] = path.expanduser().absolute()
+    if "password_file" in updates:
+        updates["password"] = None  # the file replaces a password from the settings
+    if updates.keys() & {"ca_file", "cert_file", "key_file"} or getattr(
+            args, "tls_use_os_certs", False):
+        updates["tls"] = True
+    if not updates:
+        return base
+    try:
+        return MqttSettings.model_validate({**base.model_dump(), **updates})
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{_OPTION_OF.get(str(e['loc'][0]), e['loc'][0]) if e['loc'] else ''}"
+            f"{': ' if e['loc'] else ''}{e['msg'].removeprefix('Value error, ')}"
+            for e in exc.errors())
+        raise CommandError(f"invalid connection option: {problems}", status=USAGE) from exc
 
 
 def run(args: argparse.Namespace) -> int:
@@ -117,9 +222,15 @@ def run(args: argparse.Namespace) -> int:
     from agent.mqtt.topics import Namespace, TopicError
 
     settings = settings_from_args(args, configure_logs=False)
-    configure_logging("error", settings.log.format)  # stdout carries the JSON answers
+    # stdout carries the JSON answers, stderr the one error line: a failed connection is told
+    # there (with its hint), so the client's own log lines about it are not printed.
+    configure_logging("critical", settings.log.format)
+    timeout = _seconds(args.timeout, "--timeout", MAX_TIMEOUT_S)
+    if getattr(args, "connect_timeout", None) is not None:
+        _seconds(args.connect_timeout, "--connect-timeout", MAX_CONNECT_TIMEOUT_S)
+    mqtt = connection_settings(args, settings.mqtt)
     request_id, payload = build_payload(args)
-    namespace = Namespace(settings.mqtt.topic_prefix)
+    namespace = Namespace(mqtt.topic_prefix)
     client_id = f"tts-send-{secrets.token_hex(6)}"
     try:
         if args.device:
@@ -132,75 +243,65 @@ def run(args: argparse.Namespace) -> int:
             target = namespace.fleet_command(args.send_command)
             events = namespace.all_events()
     except TopicError as exc:
-        raise CommandError(str(exc), status=2) from exc
-    mqtt5 = settings.mqtt.protocol == "5"
+        raise CommandError(str(exc), status=USAGE) from exc
+    mqtt5 = mqtt.protocol == "5"
     reply: Topic | None = namespace.reply(client_id) if (args.wait and mqtt5) else None
-    filters = [f for f in (reply.as_filter() if reply else None,
-                           events if args.wait and (args.progress or not mqtt5) else None) if f]
+    # With --wait the events topic is followed too: progress events show the agent is alive.
+    filters = [f for f in (reply.as_filter() if reply else None, events if args.wait else None)
+               if f]
     inbox: queue.Queue[InboundMessage] = queue.Queue(maxsize=10_000)
     try:
-        client = MqttClient(settings.mqtt, client_id, subscriptions=filters,
+        client = MqttClient(mqtt, client_id, subscriptions=filters,
                             on_message=inbox.put_nowait, persistent=False)
     except ClientConfigError as exc:
-        raise CommandError(str(exc), status=2) from exc
-    deadline = time.monotonic() + args.timeout
-    client.start()
+        raise CommandError(str(exc), status=USAGE) from exc
     try:
-        if not client.wait_ready(args.timeout):
-            raise CommandError(f"cannot reach the broker {settings.mqtt.host}:"
-                               f"{settings.mqtt.port}: {client.last_error or 'timed out'}",
-                               status=NO_ANSWER)
+        _connect(client, mqtt)
         correlation = secrets.token_bytes(16) if reply is not None else None
         sent = client.publish(OutboundMessage(target, payload, response_topic=reply,
                                               correlation_data=correlation))
-        if not sent.wait(max(0.1, deadline - time.monotonic())):
+        if sent.dropped or not sent.wait(timeout):
             raise CommandError("the broker did not acknowledge the command", status=NO_ANSWER)
         if not args.wait:
             print(json.dumps({"id": request_id, "topic": target.value}))
             return 0
-        return _await(inbox, request_id, deadline, reply=reply, correlation=correlation,
-                      single=bool(args.device), progress=args.progress)
+        return await_final(inbox, request_id, timeout, reply=reply, correlation=correlation,
+                           single=bool(args.device), progress=args.progress)
     finally:
         client.close(timeout=2)
 
 
-def _await(inbox: queue.Queue[InboundMessage], request_id: str, deadline: float, *,
-           reply: Topic | None, correlation: bytes | None, single: bool,
-           progress: bool) -> int:
-    """Print events for ``request_id`` until the final one (one device) or the deadline."""
-    finals: list[dict[str, Any]] = []
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            break
-        try:
-            message = inbox.get(timeout=remaining)
-        except queue.Empty:
-            break
-        try:
-            event = json.loads(message.payload)
-        except ValueError:
-            continue
-        if not isinstance(event, dict) or event.get("id") != request_id:
-            continue
-        on_reply = reply is not None and message.topic == reply
-        if on_reply and message.correlation_data != correlation:
-            continue
-        is_final = bool(event.get("final"))
-        if is_final and reply is not None and not on_reply:
-            continue  # the final event is taken from the reply topic (MQTT 5)
-        if is_final or progress:
-            print(json.dumps(event), flush=True)
-        if is_final:
-            finals.append(event)
-            if single:
-                break
-    if not finals:
-        raise CommandError(f"no answer to {request_id} within the timeout", status=NO_ANSWER)
-    return 0 if all(succeeded(e) for e in finals) else 1
+def _connect(client: MqttClient, mqtt: MqttSettings) -> None:
+    """Start ``client`` and wait for its first connection: one attempt, given up when it fails
+    (refused, TLS, credentials) or after ``mqtt.connect_timeout_s`` without a CONNACK."""
+    where = f"{mqtt.host}:{mqtt.port}"
+    deadline = time.monotonic() + mqtt.connect_timeout_s
+    client.start()
+    while not client.wait_ready(_POLL_S):
+        error = client.last_error  # set by a failed attempt only (a fresh client has none)
+        if error is not None:
+            raise CommandError(f"cannot reach the broker {where}: {error}{_hint(error)}",
+                               status=NO_ANSWER)
+        if time.monotonic() >= deadline:
+            raise CommandError(f"cannot reach the broker {where}: no answer within "
+                               f"{mqtt.connect_timeout_s:g} s (--connect-timeout)",
+                               status=NO_ANSWER)
 
 
-def succeeded(event: dict[str, Any]) -> bool:
-    """Whether a final event means success; a ``duplicate`` by the outcome it names."""
-    kind = event.get("outcome") if event.get("event") == "duplicate" else event.get("event")
-    return kind in SUCCESS_EVENTS
+_HINTS = (
+    (("connectionrefused",), "is a broker listening there? give it with -h HOST -p PORT"),
+    (("timeout", "timed out"), "no answer: check -h, -p and firewalls"),
+    (("gaierror", "name or service", "name resolution"), "cannot resolve the host: check -h"),
+    (("not authorized", "user name or password"), "check -u USER and --password-file FILE"),
+    (("protocol version",), "the broker speaks another MQTT version: try -V 3.1.1"),
+    (("before connack",), "a TLS port needs --cafile FILE; a broker that asks for a client "
+                          "certificate needs --cert FILE --key FILE"),
+    (("certificate", "ssl", "tls"), "check --cafile, --cert/--key, and that -h names the "
+                                    "broker as its certificate does"),
+)
+
+
+def _hint(error: str) -> str:
+    """What to check, for the one-line error of a failed connect."""
+    text = error.lower()
+    return next((f"; {hint}" for keys, hint in _HINTS if any(k in text for k in keys)), "")

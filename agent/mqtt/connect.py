@@ -8,6 +8,7 @@ reconnect policy.
 - TLS with CA verification, mutual TLS, user name / password. The password comes from
   ``password`` or ``password_file`` (systemd credentials) and is never logged.
 - The Last Will, set once; paho sends it with every connect.
+- ``mqtt.connect_timeout_s`` bounds one attempt's TCP connect and TLS handshake.
 - Every socket write happens on the network thread, and Nagle's algorithm is off.
 - A hint for every way a connect can fail (:func:`failure_hint`, :func:`closed_hint`,
   :func:`refusal_hint`): the setting to check, logged with the failure. When to retry is
@@ -78,6 +79,7 @@ def new_paho(settings: MqttSettings, client_id: str, *, persistent: bool,
         reconnect_on_failure=False,
     )
     client.max_queued_messages_set(queue_limit(settings))
+    client.connect_timeout = settings.connect_timeout_s  # TCP connect and TLS handshake
     if settings.tls:
         client.tls_set_context(tls_context(settings))
     _set_credentials(client, settings)

@@ -5,7 +5,9 @@ and the job queued for the synthesis worker. ``stop``, ``volume``, ``reload`` an
 at once and are answered with their final event (``done`` / ``pong`` / ``failed``). A ``ping``
 also asks for a fresh health report (``on_ping``), so the retained snapshot on
 ``{prefix}/{device}/health`` is renewed right after the ``pong``. Nothing here synthesizes or
-touches the network socket; control commands never wait behind synthesis.
+touches the network socket; control commands never wait behind synthesis. Between commands
+(at least every :data:`_TURN_S`) it has the tracker publish ``progress`` for open speak requests
+that have been quiet for ``progress_interval_s`` (:meth:`RequestTracker.heartbeat`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ from agent.pipeline.jobs import JobQueue, SpeakJob, SpeakRequest
 __all__ = ["Controls", "Dispatcher", "ReloadError", "speak_deadline", "speak_request"]
 
 log = get_logger(__name__)
+
+_TURN_S = 0.5
+"""Longest wait for the next command before the dispatcher looks at the heartbeat again."""
 
 
 class Controls(Protocol):
@@ -85,6 +90,7 @@ class Dispatcher:
         reload: Callable[[ReloadCommand], list[str]],
         on_volume: Callable[[float], None] | None = None,
         on_ping: Callable[[], None] | None = None,
+        progress_interval_s: float | None = None,
     ) -> None:
         self.requests = requests
         self.jobs = jobs
@@ -98,6 +104,8 @@ class Dispatcher:
         self.on_ping = on_ping
         """Called (dispatch thread) for every ``ping``; must not block (it only wakes the
         health reporter)."""
+        self.progress_interval_s = progress_interval_s
+        """Quiet time after which an open speak request gets ``progress``; None: never."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.steps = 0
@@ -128,8 +136,12 @@ class Dispatcher:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                request = self.requests.get(timeout=0.5)
+                request = self.requests.get(timeout=_TURN_S)
             except queue.Empty:
+                request = None
+            if self.progress_interval_s is not None:
+                self.tracker.heartbeat(self.progress_interval_s)
+            if request is None:
                 continue
             with bind_request(request.id, command=request.name):
                 try:

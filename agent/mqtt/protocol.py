@@ -75,7 +75,7 @@ Priority = Literal["low", "normal", "high", "urgent"]
 CommandName = Literal["speak", "stop", "volume", "reload", "ping"]
 EventName = Literal[
     "accepted", "started", "finished", "failed", "rejected", "expired", "interrupted",
-    "done", "pong", "in_progress", "duplicate",
+    "done", "pong", "in_progress", "duplicate", "progress",
 ]
 FINAL_EVENTS: Final = frozenset(
     {"finished", "failed", "rejected", "expired", "interrupted", "done", "pong", "duplicate"}
@@ -291,8 +291,9 @@ class PingStatus(BaseModel):
 
 
 class CommandEvent(EventBase):
-    """An answer to a command: progress (accepted, started) or its one final event; for a
-    repeated id ``in_progress`` (the original's final follows) or the final ``duplicate``."""
+    """An answer to a command: progress (accepted, started, and ``progress`` while an open
+    speak request has nothing else to say) or its one final event; for a repeated id
+    ``in_progress`` (the original's final follows) or the final ``duplicate``."""
 
     event: EventName
     command: str | None = Field(default=None, description="The command name as received.")
@@ -300,6 +301,9 @@ class CommandEvent(EventBase):
     outcome: Literal["finished", "failed", "expired", "interrupted", "done", "pong"] | None = (
         Field(default=None, description="In a `duplicate`: the final event the original "
               "request ended with (its `reason` is repeated in `reason`)."))
+    state: Literal["waiting", "playing"] | None = Field(
+        default=None, description="In `progress`: `waiting` (accepted, nothing played yet) or "
+        "`playing` (its first audio frame was written).")
     voice: str | None = None
     version: str | None = Field(default=None, description="Voice version used.")
     priority: Priority | None = None

@@ -109,6 +109,8 @@ class _Open:
     """Clock time of ``accepted``."""
     first_audio_at: float | None = None
     """Clock time of ``started`` (first frame written to the device)."""
+    last_event_at: float = 0.0
+    """Clock time of its latest event (for :meth:`RequestTracker.heartbeat`)."""
     repeats: list[ReplyRoute] = field(default_factory=list)
     """Response Topics of repeats that came before the end; the final event goes there too."""
 
@@ -152,6 +154,7 @@ class RequestTracker:
                           {k: v for k, v in fields.items() if k in _STICKY_FIELDS},
                           opened_at=self._clock(),
                           repeats=self._waiting.pop((command, request_id), []))
+            entry.last_event_at = entry.opened_at
             self._open[request_id] = entry
             self._publish(request_id, entry, "accepted", fields)
             return True
@@ -191,10 +194,27 @@ class RequestTracker:
             entry = self._open.get(request_id)
             if entry is None:
                 return False
+            entry.last_event_at = self._clock()
             if event == "started" and entry.first_audio_at is None:
-                entry.first_audio_at = self._clock()
+                entry.first_audio_at = entry.last_event_at
             self._publish(request_id, entry, event, fields)
             return True
+
+    def heartbeat(self, interval_s: float) -> int:
+        """Publish ``progress`` for every open request that has had no event for
+        ``interval_s`` (state ``waiting`` before its first audio, ``playing`` after), so a
+        controller waiting for the final event can tell a long announcement from silence.
+        At most one per request per interval; returns how many were published. Any thread
+        (the dispatcher calls it between commands)."""
+        with self._lock:
+            now = self._clock()
+            due = [(request_id, entry) for request_id, entry in self._open.items()
+                   if now - entry.last_event_at >= interval_s]
+            for request_id, entry in due:
+                entry.last_event_at = now
+                state = "waiting" if entry.first_audio_at is None else "playing"
+                self._publish(request_id, entry, "progress", {"state": state})
+            return len(due)
 
     def finish(self, request_id: str, event: EventName, **fields: Any) -> bool:
         """Publish the final event of an open request; False (and nothing sent) if already final."""

@@ -1,0 +1,97 @@
+"""``tts-agent send --wait``: wait for a command's final event and print it.
+
+``--timeout`` bounds the *silence*, not the length of the speech: the wait is given up only
+when no event for the request (``accepted``, ``started``, ``in_progress``, ``progress``, a
+final) has come for ``--timeout`` seconds. An agent publishes ``progress`` for an open speak
+request every ``mqtt.progress_interval_s`` of quiet (:meth:`agent.mqtt.tracker.RequestTracker.
+heartbeat`), so a long announcement keeps the wait alive while a device that went away does
+not.
+
+Over MQTT 5 the final event arrives on a private Response Topic with Correlation Data (the
+copy on the events topic is not printed); over 3.1.1 it is picked from the events topic by id.
+``--progress`` prints the events before it too. For ``--device`` the wait ends with the final
+event; for ``--group`` and ``--all`` (any number of devices may answer) once ``--timeout``
+passed without an event.
+
+A helper module of :mod:`agent.commands.send`: it adds no sub-command of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import time
+from typing import TYPE_CHECKING, Any
+
+from agent.commands import CommandError
+
+if TYPE_CHECKING:
+    from agent.mqtt.client import InboundMessage
+    from agent.mqtt.topics import Topic
+
+__all__ = ["NO_ANSWER", "SUCCESS_EVENTS", "await_final", "register", "succeeded"]
+
+SUCCESS_EVENTS = frozenset({"finished", "done", "pong"})
+NO_ANSWER = 3
+
+
+def register(subparsers: Any) -> None:
+    """Nothing to register: ``send`` (:mod:`agent.commands.send`) owns the sub-command."""
+
+
+def await_final(inbox: queue.Queue[InboundMessage], request_id: str, timeout: float, *,
+                reply: Topic | None, correlation: bytes | None, single: bool,
+                progress: bool) -> int:
+    """Print the events for ``request_id`` until the final one (``single``: one device) or
+    until ``timeout`` seconds pass without any; the exit status (see the module docstring)."""
+    finals: list[dict[str, Any]] = []
+    last: str | None = None
+    deadline = time.monotonic() + timeout
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        try:
+            message = inbox.get(timeout=remaining)
+        except queue.Empty:
+            break
+        event = _event_for(message, request_id, reply, correlation)
+        if event is None:
+            continue
+        deadline = time.monotonic() + timeout  # a sign of life: the silence starts again
+        last = str(event.get("event"))
+        is_final = bool(event.get("final"))
+        if is_final and reply is not None and message.topic != reply:
+            continue  # the final event is taken from the reply topic (MQTT 5)
+        if is_final or progress:
+            print(json.dumps(event), flush=True)
+        if is_final:
+            finals.append(event)
+            if single:
+                break
+    if not finals:
+        after = f" after {last!r}" if last is not None else ""
+        raise CommandError(f"no answer to {request_id}: no event for {timeout:g} s{after} "
+                           "(--timeout)", status=NO_ANSWER)
+    return 0 if all(succeeded(e) for e in finals) else 1
+
+
+def _event_for(message: InboundMessage, request_id: str, reply: Topic | None,
+               correlation: bytes | None) -> dict[str, Any] | None:
+    """The event in ``message`` when it is about ``request_id`` (a reply only with our
+    Correlation Data); None otherwise."""
+    try:
+        event = json.loads(message.payload)
+    except ValueError:
+        return None
+    if not isinstance(event, dict) or event.get("id") != request_id:
+        return None
+    if reply is not None and message.topic == reply and message.correlation_data != correlation:
+        return None
+    return event
+
+
+def succeeded(event: dict[str, Any]) -> bool:
+    """Whether a final event means success; a ``duplicate`` by the outcome it names."""
+    kind = event.get("outcome") if event.get("event") == "duplicate" else event.get("event")
+    return kind in SUCCESS_EVENTS
