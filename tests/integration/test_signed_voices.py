@@ -157,3 +157,24 @@ def test_running_agent_refuses_an_unsigned_version_and_names_the_signer(
         assert os.readlink(models / VOICE / "current") == "2.0.0"
         controller.wait_json(DEV.health, lambda h: signer_in_health(h) == [("2.0.0", key_id)],
                              60)
+
+
+@pytest.mark.broker
+@pytest.mark.alsa
+def test_an_unsigned_default_voice_is_refused_at_start_with_the_reason(
+        mqtt_broker: Broker, tiny_voice_dir: Path, controller: Recorder, tmp_path: Path) -> None:
+    prefix = tmp_path / "fleet"
+    keygen(prefix)
+    settings = agent_settings(mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent")
+    settings = settings.model_copy(update={"models": Settings(models={
+        **settings.models.model_dump(), "trusted_keys": [Path(f"{prefix}.pub")],
+        "require_signature": True}).models})
+    with running_agent(settings):
+        rejected = controller.wait_json(DEV.events, lambda e: e["event"] == "model_rejected", 60)
+        assert "unsigned" in rejected["reason"] and rejected["voice"] == VOICE
+        controller.publish(DEV.command("speak"), {"id": "s1", "text": "Not with this voice."})
+        final = controller.wait_json(DEV.events, lambda e: e["id"] == "s1" and e["final"], 60)
+        assert final["event"] == "failed" and "unsigned" in final["reason"]
+        health = controller.wait_json(DEV.health, lambda h: h["state"] == "failing", 60)
+        assert health["voices"]["voices"] == []
+        assert "unsigned" in health["voices"]["last_reload"][VOICE]["reason"]
