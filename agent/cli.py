@@ -46,8 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         status: int = args.handler(args)
     except (CommandError, ConfigError) as exc:
-        for line in str(exc).splitlines() or [""]:  # a ConfigError: one line per problem
-            print(f"tts-agent {args.command}: error: {line}", file=sys.stderr)
+        print(f"tts-agent {args.command}: error: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, ConfigError) else exc.status
     except KeyboardInterrupt:
         return 130
