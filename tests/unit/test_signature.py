@@ -24,6 +24,7 @@ from agent.voice.bundle import MANIFEST_NAME, read_bundle, write_manifest
 from agent.voice.signature import (
     SIGNATURE_NAME,
     SignatureError,
+    Signed,
     TrustPolicy,
     generate_keypair,
     load_private_key,
@@ -280,3 +281,30 @@ def test_activate_of_an_unsigned_version_is_refused_and_current_stays(
     sign(voice_dir / "2.0.0", keys["old"])
     assert lib.activate(VOICE, "2.0.0").outcome == "loaded"
     assert os.readlink(voice_dir / "current") == "2.0.0"
+
+
+class SwapAfterCheck(TrustPolicy):
+    """The real policy, and right after its check (before the load) someone swaps the model and
+    writes a matching manifest, as an attacker racing the loader would."""
+
+    def check(self, bundle_dir: Path) -> Signed | None:
+        signed = TrustPolicy.check(self, bundle_dir)
+        make_tiny_voice.build_model(bundle_dir / f"{VOICE}.onnx", gain=0.9)
+        write_manifest(bundle_dir, voice=VOICE, version="1.0.0",
+                       sample_rate=make_tiny_voice.SAMPLE_RATE,
+                       variants={"fp32": f"{VOICE}.onnx"}, config=f"{VOICE}.onnx.json",
+                       source="swapped")
+        return signed
+
+
+def test_library_refuses_a_bundle_swapped_between_the_check_and_the_load(
+        tiny_voice_dir: Path, keys: dict[str, tuple[Path, Path, str]]) -> None:
+    events: list[dict[str, Any]] = []
+    lib = library(tiny_voice_dir.parent, events, trusted_keys=[keys["old"][1]],
+                  require_signature=True)
+    sign(tiny_voice_dir, keys["old"])
+    policy = TrustPolicy.from_files([keys["old"][1]], required=True)
+    lib._validator._trust = SwapAfterCheck(policy.keys, policy.required)  # wiring only
+    with pytest.raises(VoiceLoadError, match="not the manifest that was signed"):
+        lib.get()
+    assert events[-1]["event"] == "model_rejected"
