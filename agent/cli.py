@@ -46,7 +46,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         status: int = args.handler(args)
     except (CommandError, ConfigError) as exc:
-        print(f"tts-agent {args.command}: error: {exc}", file=sys.stderr)
+        for line in str(exc).splitlines() or [""]:  # a ConfigError: one line per problem
+            print(f"tts-agent {args.command}: error: {line}", file=sys.stderr)
         return 2 if isinstance(exc, ConfigError) else exc.status
     except KeyboardInterrupt:
         return 130

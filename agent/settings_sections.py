@@ -8,13 +8,12 @@ its bounds; unknown keys are errors.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from agent.hardware.runtime import Provider
+from agent.settings_paths import AbsPath, PromPath, SecretPath, default_cache_dir, default_model_dir
 from agent.voice import streaming
 
 if TYPE_CHECKING:
@@ -41,8 +40,8 @@ class _Section(BaseModel):
 
 
 class ModelSettings(_Section):
-    dir: Path = Field(
-        default=Path("models"),
+    dir: AbsPath = Field(
+        default_factory=default_model_dir,
         description="Directory holding voice bundles (models/<voice>/ or models/<voice>/current/).",
     )
     default_voice: str = Field(
@@ -68,7 +67,7 @@ class ModelSettings(_Section):
         description="How long a bundle may look half-written (sizes not matching its manifest) "
         "before it is validated anyway and rejected (s).",
     )
-    trusted_keys: tuple[Path, ...] = Field(default=(), description="ed25519 public keys (PEM).")
+    trusted_keys: tuple[AbsPath, ...] = Field(default=(), description="ed25519 public keys (PEM).")
     require_signature: bool = Field(default=False, description="Refuse unsigned voices.")
     @model_validator(mode="after")
     def _trust_usable(self) -> ModelSettings:  # reads the key files, if any are set
@@ -140,12 +139,12 @@ class SynthesisSettings(_Section):
         description="Execution providers in order of preference; when set, the first one is "
                     "required (no fallback). Unset lets the hardware profile choose.",
     )
-    profiles_dir: Path | None = Field(
+    profiles_dir: AbsPath | None = Field(
         default=None,
         description="Extra directory of hardware profile files; a file there replaces the "
                     "shipped profile of the same name.",
     )
-    tune_file: Path | None = Field(
+    tune_file: AbsPath | None = Field(
         default=None,
         description="Where `tts-agent tune` stores the measured best thread setting, which then "
                     "overrides the profile; default <cache.dir>/tune.json.",
@@ -153,8 +152,8 @@ class SynthesisSettings(_Section):
 
 
 class CacheSettings(_Section):
-    dir: Path = Field(
-        default=Path("/var/cache/tts-agent"),
+    dir: AbsPath = Field(
+        default_factory=default_cache_dir,
         description="Directory for the phrase cache and optimised-model cache.",
     )
     max_mb: int = Field(default=256, ge=0, le=1_000_000,
@@ -253,7 +252,7 @@ class JournalSettings(_Section):
     enabled: bool = Field(
         default=True, description="Keep accepted, unfinished speak requests on disk, so that each "
         "gets its final event after a crash (`failed`, `agent restarted`, unless replayed).")
-    file: Path | None = Field(
+    file: AbsPath | None = Field(
         default=None, description="The journal file; default <cache.dir>/requests.journal.")
     replay: bool = Field(
         default=False, description="After a crash, play again each journalled request that had "
@@ -286,14 +285,15 @@ class MqttSettings(_Section):
     username: str | None = Field(default=None, max_length=256, description="Broker user name.")
     password: SecretStr | None = Field(default=None,
                                        description="Broker password (prefer password_file).")
-    password_file: Path | None = Field(
+    password_file: SecretPath | None = Field(
         default=None,
         description="File holding the broker password; relative to $CREDENTIALS_DIRECTORY if set.",
     )
     tls: bool = Field(default=False, description="Connect with TLS.")
-    ca_file: Path | None = Field(default=None, description="CA bundle used to verify the broker.")
-    cert_file: Path | None = Field(default=None, description="Client certificate (mutual TLS).")
-    key_file: Path | None = Field(default=None, description="Client private key (mutual TLS).")
+    ca_file: AbsPath | None = Field(default=None,
+                                    description="CA bundle used to verify the broker.")
+    cert_file: AbsPath | None = Field(default=None, description="Client certificate (mutual TLS).")
+    key_file: AbsPath | None = Field(default=None, description="Client private key (mutual TLS).")
     groups: list[str] = Field(
         default_factory=list, max_length=32,
         description="Group names whose command topics this device also follows.",
@@ -339,14 +339,10 @@ class MqttSettings(_Section):
         return self
 
     def resolved_password(self) -> SecretStr | None:
-        """The broker password, reading ``password_file`` when one is configured."""
+        """The broker password, reading ``password_file`` (made absolute at load)."""
         if self.password_file is None:
             return self.password
-        path = self.password_file
-        creds = os.environ.get("CREDENTIALS_DIRECTORY")
-        if creds and not path.is_absolute():
-            path = Path(creds) / path
-        return SecretStr(path.read_text(encoding="utf-8").rstrip("\r\n"))
+        return SecretStr(self.password_file.read_text(encoding="utf-8").rstrip("\r\n"))
 
 
 class HealthSettings(_Section):
@@ -381,25 +377,16 @@ class HealthSettings(_Section):
         description="Free space on the cache filesystem below which the device counts as "
                     "degraded (MiB); 0 switches the rule off.",
     )
-    prometheus_file: Path | None = Field(
+    prometheus_file: PromPath | None = Field(
         default=None,
         description="Write the health figures in Prometheus text format to this file (for "
                     "node_exporter's textfile collector, e.g. "
                     "/var/lib/prometheus/node-exporter/tts_agent.prom); unset = off.",
     )
 
-    @field_validator("prometheus_file")
-    @classmethod
-    def _check_prometheus_file(cls, path: Path | None) -> Path | None:
-        if path is not None and path.suffix != ".prom":
-            raise ValueError("node_exporter's textfile collector only reads files ending in .prom")
-        return path
-
 
 class LogSettings(_Section):
     level: Literal["debug", "info", "warning", "error"] = Field(
-        default="info", description="Lowest level logged."
-    )
+        default="info", description="Lowest level logged.")
     format: Literal["auto", "json", "console"] = Field(
-        default="auto", description="auto: console on a TTY, JSON lines otherwise."
-    )
+        default="auto", description="auto: console on a TTY, JSON lines otherwise.")

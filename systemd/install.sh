@@ -214,7 +214,10 @@ install_files() {
 
 check_config() {
   [ "$NO_PIP" -eq 1 ] && return 0
-  "$ROOT$VENV/bin/tts-agent" --config "$ROOT$CONF_DIR/agent.toml" check-config >/dev/null \
+  # --settings-only: the voice is not laid out yet and, with --destdir, paths are staged; the
+  # unit's ExecStartPre= runs the full check (files, voice, PCM) at every start.
+  "$ROOT$VENV/bin/tts-agent" --config "$ROOT$CONF_DIR/agent.toml" check-config --settings-only \
+    >/dev/null \
     || die "$CONF_DIR/agent.toml is not valid (see above); fix it and run install again"
 }
 

@@ -1,23 +1,268 @@
-"""``tts-agent check-config``: print the effective settings or the errors."""
+"""``tts-agent check-config``: validate the settings, then check what they name.
+
+It is the unit's ``ExecStartPre=`` gate, so it checks what can be checked without side effects
+(nothing is opened for writing, no PCM is opened, no model is loaded):
+
+* the settings themselves (unknown keys, bounds: :func:`agent.settings.load_settings`);
+* ``models.dir`` is a readable directory, the default voice is installed there and the files it
+  is served from match their manifest (sizes and sha256; the other variant's sizes only);
+* the files the MQTT settings name (CA, client certificate and key, password file) are regular
+  files this user can read; ``cache.dir`` (and the journal's and Prometheus files' directories)
+  can be written or created;
+* the hardware profile resolves when one is named, and the PCM the agent will open resolves in
+  alsa-lib's configuration (:mod:`agent.audio.pcm_names`).
+
+Access is checked for the user this runs as. Under the unit, ``ExecStartPre=`` runs as the
+service's own user (``DynamicUser=``), so there it is the service's access; root reads every
+file, so a check run by hand as root cannot tell (``--explain`` says so).
+
+One line per problem on standard error and exit 2; otherwise the effective settings as JSON
+(secrets masked) and exit 0. ``--explain`` prints what was checked and which path rule applied
+instead of the JSON; ``--settings-only`` checks the settings alone (a staged install, whose
+paths are not in place yet).
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+import os
+import stat
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from agent.commands import add_config_argument, settings_from_args
+
+if TYPE_CHECKING:
+    from agent.hardware.effective import EffectiveProfile
+    from agent.settings import Settings
+
+__all__ = ["Check", "register", "run", "run_checks"]
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check: the setting it is about, the problem (None: passed) and what was seen."""
+
+    setting: str
+    problem: str | None = None
+    note: str = ""
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
-        "check-config", help="validate the settings and print them (secrets masked)"
+        "check-config",
+        help="validate the settings and check the files, voice and sound device they name; "
+             "print the settings (secrets masked)",
     )
     add_config_argument(parser)
+    parser.add_argument("--explain", action="store_true",
+                        help="print what was checked and which path rule applied, not the JSON")
+    parser.add_argument("--settings-only", action="store_true",
+                        help="validate the settings only: no file, voice or device is checked")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args, configure_logs=False)
-    print(json.dumps(settings.masked(), indent=2, sort_keys=True))
-    return 0
+    if args.settings_only:
+        print(json.dumps(settings.masked(), indent=2, sort_keys=True))
+        return 0
+    checks = run_checks(settings)
+    problems = [check for check in checks if check.problem]
+    for check in problems:
+        print(f"tts-agent check-config: error: {check.setting}: {check.problem}", file=sys.stderr)
+    if args.explain:
+        for line in explain(settings, getattr(args, "config", None), checks):
+            print(line)
+    elif not problems:
+        print(json.dumps(settings.masked(), indent=2, sort_keys=True))
+    return 2 if problems else 0
+
+
+def run_checks(settings: Settings) -> list[Check]:
+    """Every check, in the order of the settings page."""
+    profile, profile_check = _profile(settings)
+    checks = [*_models(settings, profile), profile_check]
+    if settings.mqtt.enabled:
+        mqtt = settings.mqtt
+        checks += [_readable(f"mqtt.{name}", getattr(mqtt, name))
+                   for name in ("ca_file", "cert_file", "key_file", "password_file")
+                   if getattr(mqtt, name) is not None]
+    checks.append(_writable_dir("cache.dir", settings.cache.dir))
+    for name, path in (("mqtt.journal.file", settings.mqtt.journal.file),
+                       ("health.prometheus_file", settings.health.prometheus_file),
+                       ("synthesis.tune_file", settings.synthesis.tune_file)):
+        if path is not None:
+            checks.append(_writable_dir(name, path.parent))
+    if settings.synthesis.profiles_dir is not None:
+        checks.append(_readable_dir("synthesis.profiles_dir", settings.synthesis.profiles_dir))
+    checks.append(_audio(settings, profile))
+    return checks
+
+
+def _who() -> str:
+    import pwd
+
+    uid = os.geteuid()
+    try:
+        return f"uid {uid} ({pwd.getpwuid(uid).pw_name})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _stat(setting: str, path: Path) -> os.stat_result | Check:
+    """``path``'s status, or the problem of not reaching it."""
+    try:
+        return path.stat()
+    except FileNotFoundError:
+        return Check(setting, f"{path} does not exist")
+    except NotADirectoryError:
+        return Check(setting, f"{path}: a parent is not a directory")
+    except OSError as exc:
+        return Check(setting, f"cannot reach {path} as {_who()}: {exc.strerror}")
+
+
+def _readable(setting: str, path: Path) -> Check:
+    """A file the agent reads: it exists, is a regular file (a FIFO would block) and is
+    readable by this user."""
+    status = _stat(setting, path)
+    if isinstance(status, Check):
+        return status
+    if not stat.S_ISREG(status.st_mode):
+        return Check(setting, f"{path} is not a regular file")
+    if not os.access(path, os.R_OK, effective_ids=True):
+        return Check(setting, f"{path} is not readable by {_who()}")
+    return Check(setting, note=f"{path} is readable")
+
+
+def _readable_dir(setting: str, path: Path) -> Check:
+    status = _stat(setting, path)
+    if isinstance(status, Check):
+        return status
+    if not stat.S_ISDIR(status.st_mode):
+        return Check(setting, f"{path} is not a directory")
+    if not os.access(path, os.R_OK | os.X_OK, effective_ids=True):
+        return Check(setting, f"{path} is not readable by {_who()}")
+    return Check(setting, note=f"{path} is a readable directory")
+
+
+def _writable_dir(setting: str, path: Path) -> Check:
+    """A directory the agent writes into: writable, or creatable below its nearest existing
+    parent."""
+    existing = path
+    while not os.path.lexists(existing) and existing != existing.parent:
+        existing = existing.parent
+    status = _stat(setting, existing)
+    if isinstance(status, Check):
+        return status
+    if not stat.S_ISDIR(status.st_mode):
+        return Check(setting, f"{existing} is not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK, effective_ids=True):
+        return Check(setting, f"{existing} is not writable by {_who()}"
+                     + ("" if existing == path else f", so {path} cannot be created"))
+    return Check(setting, note=f"{path} is writable" if existing == path
+                 else f"{path} will be created (in {existing})")
+
+
+def _profile(settings: Settings) -> tuple[EffectiveProfile | None, Check]:
+    """The hardware profile; an error when the ``profile`` setting names a broken or unknown
+    one (without a named one, the agent runs without a profile: one thread, fp32)."""
+    from agent.hardware.effective import resolve_profile
+    from agent.hardware.profiles import ProfileError
+
+    try:
+        profile = resolve_profile(settings)
+    except (ProfileError, OSError) as exc:
+        if settings.profile:
+            return None, Check("profile", str(exc))
+        return None, Check("profile", note=f"no hardware profile ({exc}): the agent runs one "
+                           "thread and the fp32 model")
+    return profile, Check("profile", note=f"hardware profile {profile.name}")
+
+
+def _served_variant(settings: Settings, profile: EffectiveProfile | None,
+                    variants: dict[str, Any]) -> str:
+    """The variant the agent loads (as :meth:`VoiceLibrary._variant_for` chooses it)."""
+    if profile is not None:
+        wanted = profile.runtime.model_variant
+    else:
+        wanted = "fp32" if settings.models.variant == "auto" else settings.models.variant
+    if wanted in variants or settings.models.variant != "auto" or not variants:
+        return str(wanted)
+    return "fp32" if "fp32" in variants else sorted(variants)[0]
+
+
+def _models(settings: Settings, profile: EffectiveProfile | None) -> list[Check]:
+    """``models.dir`` and the default voice in it."""
+    from agent.voice.bundle import (
+        BundleError,
+        read_bundle,
+        read_manifest,
+        resolve_bundle_dir,
+        verify_bundle,
+    )
+
+    models, name = settings.models.dir, settings.models.default_voice
+    where = _readable_dir("models.dir", models)
+    if where.problem:
+        return [where]
+    try:
+        installed = sorted(entry.name for entry in models.iterdir()
+                           if (entry / "manifest.json").is_file()
+                           or (entry / "current" / "manifest.json").is_file())
+    except OSError as exc:
+        return [where, Check("models.default_voice", f"cannot list {models}: {exc.strerror}")]
+    if name not in installed:
+        return [where, Check("models.default_voice", f"no voice named {name!r} in {models} "
+                             f"(installed: {', '.join(installed) or 'none'})")]
+    try:
+        bundle_dir = resolve_bundle_dir(models / name)
+        variant = _served_variant(settings, profile, read_manifest(bundle_dir)["variants"])
+        bundle = verify_bundle(bundle_dir, variant)
+    except (BundleError, OSError) as exc:
+        return [where, Check("models.default_voice", f"voice {name!r}: {exc}")]
+    note = (f"{name} {bundle.version} in {bundle_dir}: the {variant} model and the voice config "
+            "match their sha256")
+    try:
+        read_bundle(bundle_dir)
+        note += "; the other files' sizes match"
+    except (BundleError, OSError) as exc:
+        note += f"; a file that is not served does not match: {exc}"
+    return [where, Check("models.default_voice", note=note)]
+
+
+def _audio(settings: Settings, profile: EffectiveProfile | None) -> Check:
+    from agent.audio.pcm_names import check_pcm_name
+
+    device = settings.audio.device if profile is None else profile.audio.alsa_device
+    setting = ("audio.device" if profile is None or device == settings.audio.device
+               else f"audio.device (from the hardware profile {profile.name})")
+    result = check_pcm_name(device)
+    return Check(setting, result.problem and f"{device!r}: {result.problem}", result.note)
+
+
+def explain(settings: Settings, config: Path | None, checks: list[Check]) -> list[str]:
+    """What ``--explain`` prints: the file read, the path rule, every check, whose access."""
+    from agent.settings import DEFAULT_CONFIG_PATH
+    from agent.settings_paths import path_rule
+
+    if config is not None:
+        source = f"{os.path.abspath(config)} (--config)"
+    elif DEFAULT_CONFIG_PATH.is_file():
+        source = f"{DEFAULT_CONFIG_PATH} (the default file)"
+    else:
+        source = f"none ({DEFAULT_CONFIG_PATH} does not exist): defaults and environment only"
+    given = [f"{key} {'set' if 'dir' in section.model_fields_set else 'default'}"
+             for key, section in (("models.dir", settings.models), ("cache.dir", settings.cache))]
+    lines = [f"config file: {source}",
+             f"path defaults: {path_rule()} ({', '.join(given)})"]
+    lines += [f"{'FAIL' if c.problem else 'ok  '}  {c.setting}: {c.problem or c.note}"
+              for c in checks]
+    access = f"access checked as {_who()}"
+    if os.geteuid() == 0:
+        access += (", who reads every file: the unit's ExecStartPre runs check-config as the "
+                   "service's own user, which checks its access")
+    return [*lines, access]

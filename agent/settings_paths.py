@@ -1,0 +1,119 @@
+"""Where the agent runs, and the default paths that follow from it.
+
+Every path setting is made absolute once, when the settings are read (relative to the current
+directory; ``~`` is the home directory), so errors and ``check-config`` show the path that is
+really used. Two defaults depend on where the agent runs:
+
+* **a checkout**: the agent was imported from a source tree (this project's ``pyproject.toml``
+  next to the ``agent`` package, as after ``./build.sh``). ``models.dir`` is the checkout's
+  ``models/`` and ``cache.dir`` its ``.cache/tts-agent/``, wherever the current directory is and
+  whoever runs it, so a checkout run as root never writes into a system cache;
+* **an installed agent** (the package lives in a virtual environment's ``site-packages``):
+  ``models.dir`` is ``/var/lib/tts-agent/models`` (where ``./build.sh install`` puts the voice),
+  ``cache.dir`` is ``$CACHE_DIRECTORY`` when systemd sets it (``CacheDirectory=``), else
+  ``/var/cache/tts-agent`` for root, else ``${XDG_CACHE_HOME:-~/.cache}/tts-agent``.
+
+The installed unit passes its own file (``/etc/tts-agent/agent.toml``), which names both.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import AfterValidator
+
+__all__ = [
+    "INSTALLED_CACHE_DIR",
+    "INSTALLED_MODELS_DIR",
+    "AbsPath",
+    "PromPath",
+    "SecretPath",
+    "absolute",
+    "checkout_root",
+    "default_cache_dir",
+    "default_model_dir",
+    "path_rule",
+]
+
+PROJECT_NAME = "edge-tts-agent"
+INSTALLED_MODELS_DIR = Path("/var/lib/tts-agent/models")
+INSTALLED_CACHE_DIR = Path("/var/cache/tts-agent")
+
+
+@functools.cache
+def checkout_root() -> Path | None:
+    """The source tree the running ``agent`` package was imported from; None when installed."""
+    import agent
+
+    root = Path(agent.__file__).resolve().parent.parent
+    try:
+        with (root / "pyproject.toml").open("rb") as handle:
+            head = handle.read(4096)
+    except OSError:
+        return None
+    return root if f'name = "{PROJECT_NAME}"'.encode() in head else None
+
+
+def absolute(path: Path) -> Path:
+    """``path`` made absolute against the current directory (``~`` expanded); no link is
+    followed and nothing is read."""
+    return Path(os.path.abspath(path.expanduser()))
+
+
+def credential_path(path: Path) -> Path:
+    """A relative ``mqtt.password_file`` lives in ``$CREDENTIALS_DIRECTORY`` when systemd sets it
+    (``LoadCredential=``), else in the current directory."""
+    creds = os.environ.get("CREDENTIALS_DIRECTORY")
+    if creds and not path.expanduser().is_absolute():
+        return absolute(Path(creds) / path)
+    return absolute(path)
+
+
+def textfile_path(path: Path) -> Path:
+    """``health.prometheus_file``: node_exporter's textfile collector reads ``*.prom`` only."""
+    if path.suffix != ".prom":
+        raise ValueError("node_exporter's textfile collector only reads files ending in .prom")
+    return absolute(path)
+
+
+AbsPath = Annotated[Path, AfterValidator(absolute)]
+"""A path setting, absolute once read."""
+SecretPath = Annotated[Path, AfterValidator(credential_path)]
+"""A secret's file, absolute once read (relative names are in ``$CREDENTIALS_DIRECTORY``)."""
+PromPath = Annotated[Path, AfterValidator(textfile_path)]
+"""A Prometheus textfile, absolute once read."""
+
+
+def default_model_dir() -> Path:
+    """``models.dir`` when unset: the checkout's ``models/``, else the installed one."""
+    root = checkout_root()
+    return root / "models" if root is not None else INSTALLED_MODELS_DIR
+
+
+def default_cache_dir() -> Path:
+    """``cache.dir`` when unset: see the module's docstring."""
+    root = checkout_root()
+    if root is not None:
+        return root / ".cache" / "tts-agent"
+    systemd = os.environ.get("CACHE_DIRECTORY", "").split(":")[0]
+    if systemd:
+        return absolute(Path(systemd))
+    if os.geteuid() == 0:
+        return INSTALLED_CACHE_DIR
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
+    return absolute(base / "tts-agent")
+
+
+def path_rule() -> str:
+    """Which rule chose the defaults here, in words (for ``check-config --explain``)."""
+    root = checkout_root()
+    if root is not None:
+        return f"the agent runs from the checkout {root}"
+    if os.environ.get("CACHE_DIRECTORY"):
+        return "the agent is installed and runs under systemd (CacheDirectory=)"
+    who = "root" if os.geteuid() == 0 else f"uid {os.geteuid()}"
+    return f"the agent is installed (not a checkout) and runs as {who}"
