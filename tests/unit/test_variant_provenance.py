@@ -226,3 +226,4 @@ def test_the_quantizer_records_the_source_of_int8(tmp_path: Path) -> None:
     assert data["derived"] == {"int8": {"from": "fp32", "file": fp32.name,
                                         "sha256": source_sha}}
     assert choose_variant(data, "int8", auto=False) == VariantChoice("int8")
+
