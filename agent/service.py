@@ -73,6 +73,8 @@ log = get_logger(__name__)
 SHUTDOWN_GRACE_S = 5.0
 """How long a shutdown lets the current utterance finish before cutting it (s)."""
 _JOIN_S = 5.0
+_START_POLL_S = 0.2
+"""While the default voice loads at start, how often a stop request is looked for (s)."""
 
 
 class AgentService:
@@ -85,13 +87,15 @@ class AgentService:
     :func:`agent.hardware.effective.profile_or_reason`'s answer when the caller already has it.
     ``notifier`` talks to systemd; by default it is taken from ``$NOTIFY_SOCKET`` (and the
     variables are removed from the environment so that child processes cannot notify in our
-    name).
+    name). ``preloading``: the ``voices.preload()`` thread, which :meth:`start` waits for.
     """
 
     def __init__(self, settings: Settings, *, voices: VoiceLibrary | None = None,
                  player: AudioPlayer | None = None, notifier: Notifier | None = None,
-                 profile: tuple[EffectiveProfile | None, str | None] | None = None) -> None:
+                 profile: tuple[EffectiveProfile | None, str | None] | None = None,
+                 preloading: threading.Thread | None = None) -> None:
         self.settings = settings
+        self.preloading = preloading
         self.started_at = time.monotonic()
         self.topics = Namespace(settings.mqtt.topic_prefix).device(settings.device_id)
         self.site_id = settings.mqtt.site_id or settings.device_id
@@ -186,9 +190,12 @@ class AgentService:
 
     # -- lifecycle (main thread) ----------------------------------------------------------
 
-    def start(self) -> None:
+    def start(self, cancelled: Callable[[], bool] = lambda: False) -> None:
         """Start the systemd watchdog, warm the default voice, start the player and workers
-        (each watched for liveness once it runs), connect, start the health reporter."""
+        (each watched for liveness once it runs), connect, start the health reporter.
+
+        ``cancelled`` says whether a stop came meanwhile: asked while the default voice is
+        still loading on its preload thread; if so the start ends there (:meth:`stop` next)."""
         mqtt = self.settings.mqtt
         self.watchdog.start()
         log.info("agent_starting", device=self.settings.device_id, version=__version__,
@@ -197,6 +204,12 @@ class AgentService:
         self.notifier.status(f"starting: loading voice {self.settings.models.default_voice}")
         if self.warmer is not None:
             self.warmer.start()
+        preloading = self.preloading  # the default voice loading: a stop may come meanwhile
+        while preloading is not None and preloading.is_alive() and not cancelled():
+            preloading.join(_START_POLL_S)  # timed: the main thread's signal handlers run
+        if preloading is not None and preloading.is_alive():
+            log.warning("start_abandoned", reason="stop requested while the default voice loads")
+            return
         try:
             voice = self.voices.get(None)
             log.info("default_voice_ready", voice=voice.name, version=voice.version)
@@ -274,7 +287,6 @@ class AgentService:
         self.worker.stop(_JOIN_S)
         if self.watcher is not None:
             self.watcher.stop(_JOIN_S)
-        self.voices.close()
         if self.warmer is not None:
             self.warmer.stop(_JOIN_S)
         for request_id in self.tracker.open_ids():

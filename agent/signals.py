@@ -40,7 +40,7 @@ _SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 class Service(Protocol):
     """What the loop drives (:class:`agent.service.AgentService`)."""
 
-    def start(self) -> None: ...
+    def start(self, cancelled: Callable[[], bool] = ...) -> None: ...
 
     def notify_ready(self) -> None: ...
 
@@ -81,7 +81,8 @@ def run_until_signal(service: Service,
     """Run ``service`` until SIGTERM or SIGINT; exit status 0. Main thread only.
 
     Start, then ``READY=1`` (the default voice is warm) unless a stop signal came during
-    the start. SIGHUP reloads (``service.reload``, re-reading the settings through
+    the start (the start asks ``cancelled`` while it waits for the default voice, and ends
+    early when a stop came). SIGHUP reloads (``service.reload``, re-reading the settings through
     ``load_settings``); SIGTERM/SIGINT stop it gracefully. Each takes effect at once even
     when the kernel delivered it to a worker thread (see the module docstring). The previous
     handlers and wake-up fd are put back afterwards.
@@ -91,11 +92,14 @@ def run_until_signal(service: Service,
     def on_signal(signum: int, frame: object) -> None:
         received.append(signum)
 
+    def stop_received() -> bool:
+        return any(sig != signal.SIGHUP for sig in received)
+
     with _wakeup_socket() as reader:
         previous = {sig: signal.signal(sig, on_signal) for sig in _SIGNALS}
         try:
-            service.start()
-            if not any(sig != signal.SIGHUP for sig in received):
+            service.start(stop_received)
+            if not stop_received():
                 service.notify_ready()
             while True:
                 if not received:

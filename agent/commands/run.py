@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         return load_settings(config)
 
     try:
-        service = AgentService(settings, voices=voices, profile=profile)
+        service = AgentService(settings, voices=voices, profile=profile, preloading=preloading)
     except BaseException as exc:
         # Never leave the interpreter while onnxruntime builds the session on the preload
         # thread: its teardown under that thread aborts the process.
@@ -66,10 +66,11 @@ def run(args: argparse.Namespace) -> int:
             raise CommandError(str(exc), status=2) from None
         raise
     status = run_until_signal(service, reread)
-    if service.stopped_cleanly is False:
+    if service.stopped_cleanly is False or (preloading is not None and preloading.is_alive()):
         # A worker is stuck inside native code (e.g. an onnxruntime inference that never
-        # returns). Interpreter teardown would free the session under it and abort; the
-        # shutdown itself is complete (``stopped`` published, disconnected), so leave now.
+        # returns), or a stop came while the default voice was still loading. Interpreter
+        # teardown would free the session under it and abort; the shutdown itself is
+        # complete (``stopped`` published, disconnected), so leave now.
         get_logger(__name__).warning("exiting_without_teardown", status=status)
         sys.stdout.flush()
         sys.stderr.flush()

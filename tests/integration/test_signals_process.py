@@ -9,6 +9,7 @@ status 0). Real Mosquitto, alsa-lib into a file PCM, the tiny voice, a stand-in 
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import threading
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from agent.settings import Settings
+from tests.support import stall_voice
 from tests.support.broker import Broker, agent_settings, daemon
 from tests.support.notify_socket import NotifySocket
 from tests.support.threads import tgkill, worker_threads
@@ -84,3 +86,42 @@ def test_reload_signals_sent_to_worker_threads_each_reload_then_stop(
         to_worker(agent, signal.SIGTERM, RELOADS)
         notify.receive_until("STOPPING", timeout=WAIT_S)
         assert agent.wait(60) == 0
+
+
+def hanging_warm_up_voice(models: Path) -> None:
+    """The stall voice with a length scale of 4 in its own config: its warm-up at load runs
+    an inference that never returns, so the daemon's start waits for the voice for ever."""
+    from agent.voice.bundle import write_manifest
+
+    bundle = stall_voice.build_bundle(models)
+    config_path = bundle / f"{stall_voice.VOICE}.onnx.json"
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    config["inference"]["length_scale"] = 4.0
+    config_path.write_text(json.dumps(config), encoding="utf-8")
+    write_manifest(bundle, voice=stall_voice.VOICE, version="1.0.0",
+                   sample_rate=config["audio"]["sample_rate"],
+                   variants={"fp32": f"{stall_voice.VOICE}.onnx"},
+                   config=config_path.name, source="tests/test_signals_process.py")
+
+
+@pytest.mark.parametrize("target", ["process", "worker"])
+def test_a_stop_during_a_start_that_never_ends_stops_the_daemon(
+    mqtt_broker: Broker, tmp_path: Path, notify: NotifySocket, target: str,
+) -> None:
+    models = tmp_path / "models"
+    hanging_warm_up_voice(models)
+    settings = agent_settings(mqtt_broker, models, tmp_path / "agent", voice=stall_voice.VOICE)
+    log_path = tmp_path / "agent.log"
+    with daemon(settings, log_path, env=notify.env()) as agent:
+        starting = notify.receive_until("STATUS", timeout=60)
+        assert starting[-1].fields["STATUS"].startswith("starting: loading voice")
+        settle()
+        if target == "process":
+            agent.send_signal(signal.SIGTERM)
+        else:
+            to_worker(agent, signal.SIGTERM, 0)
+        messages = notify.receive_until("STOPPING", timeout=WAIT_S)
+        assert agent.wait(60) == 0
+    assert not any("READY" in m for m in messages)
+    log = log_path.read_text(encoding="utf-8")
+    assert "start_abandoned" in log and "exiting_without_teardown" in log

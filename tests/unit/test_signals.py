@@ -25,14 +25,23 @@ REPETITIONS = 10
 class FakeService:
     """Records what the loop asks of it."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, slow_start: bool = False) -> None:
+        self.slow_start = slow_start
+        self.starting = threading.Event()
+        self.start_cancelled = False
         self.ready = threading.Event()
         self.reloaded = threading.Semaphore(0)
         self.reloads = 0
         self.stops = 0
 
-    def start(self) -> None:
-        pass
+    def start(self, cancelled: Callable[[], bool] = lambda: False) -> None:
+        """A slow start waits (as for the default voice) until ``cancelled`` says stop."""
+        self.starting.set()
+        deadline = threading.Event()
+        while self.slow_start and not deadline.wait(0.05):
+            if cancelled():
+                self.start_cancelled = True
+                return
 
     def notify_ready(self) -> None:
         self.ready.set()
@@ -144,3 +153,22 @@ def test_handlers_and_wakeup_fd_are_put_back() -> None:
     assert not rescued
     assert {sig: signal.getsignal(sig) for sig in before} == before
     assert signal.set_wakeup_fd(-1) == -1  # none left behind
+
+
+def test_a_stop_signal_during_a_slow_start_cuts_it_short() -> None:
+    for _ in range(REPETITIONS):
+        service = FakeService(slow_start=True)
+
+        def sender(service: FakeService = service) -> None:
+            assert service.starting.wait(WAIT_S)
+            settle()
+            from_worker(signal.SIGTERM)
+
+        thread = threading.Thread(target=sender, name="worker", daemon=True)
+        with rescue_after(WAIT_S) as rescued:
+            thread.start()
+            assert run_until_signal(service) == 0
+        thread.join(WAIT_S)
+        assert not rescued, "SIGTERM during the start was lost"
+        assert service.start_cancelled and not service.ready.is_set()
+        assert service.stops == 1
