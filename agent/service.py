@@ -287,6 +287,7 @@ class AgentService:
         self.worker.stop(_JOIN_S)
         if self.watcher is not None:
             self.watcher.stop(_JOIN_S)
+        self.voices.close()
         if self.warmer is not None:
             self.warmer.stop(_JOIN_S)
         for request_id in self.tracker.open_ids():
