@@ -347,3 +347,17 @@ def test_a_conversion_cut_short_is_finished_by_the_next_import(
                  source="test")
     assert sorted(p.name for p in tiny_voice_dir.iterdir()) == ["1.0.0", "2.0.0", "current"]
     assert verify_bundle(resolve_bundle_dir(tiny_voice_dir)).version == "1.0.0"
+
+
+def test_import_with_activate_of_a_version_that_fails_its_warm_up(
+        staged: Path, tmp_path: Path) -> None:
+    """A Piper-shaped model that speaks silence passes the import's check and is imported,
+    but activating it is rejected: ``current`` stays, exit 2 with the reason."""
+    result = tts("models", "import", str(new_model(tmp_path / "dl", gain=0.0)), "--version",
+                 "1.2.0", "--activate", models=staged)
+    assert result.returncode == 2
+    assert "1.2.0: imported but rejected" in result.stderr.strip().splitlines()[-1]
+    assert "silence" in result.stderr.strip().splitlines()[-1]
+    assert os.readlink(staged / VOICE / "current") == "1.1.0"
+    assert os.readlink(staged / VOICE / "previous") == "1.0.0"
+    assert verify_bundle(staged / VOICE / "1.2.0").version == "1.2.0"
