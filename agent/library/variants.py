@@ -23,6 +23,7 @@ import os
 import queue
 import stat
 import threading
+import weakref
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -160,7 +161,8 @@ class UnservedCheck:
         self._emit = emit
         self._lock = threading.Lock()
         self._found: dict[str, dict[str, str]] = {}
-        self._queue: queue.Queue[tuple[str, Voice, Fingerprint]] = queue.Queue(maxsize=8)
+        self._queue: queue.Queue[tuple[str, weakref.ref[Voice], Fingerprint]] = queue.Queue(
+            maxsize=8)
         self._thread: threading.Thread | None = None
 
     def problems(self, name: str) -> list[str]:
@@ -177,25 +179,28 @@ class UnservedCheck:
             return  # the next reload reports the manifest
         served = voice.bundle.sha256
         problems = unserved_sizes(voice.bundle.dir, manifest, served)
-        self._record(name, voice, seen, problems)
         if problems or not set(manifest["files"]) - set(served):
+            self._record(name, voice, seen, problems)
             return
+        # Sizes match: what the hash finds replaces the last finding (until then it stands).
         with self._lock:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="bundle-hash",
                                                 daemon=True)
                 self._thread.start()
         try:
-            self._queue.put_nowait((name, voice, seen))
+            self._queue.put_nowait((name, weakref.ref(voice), seen))
         except queue.Full:  # checks of older files are still queued: the newest come later
             log.warning("bundle_hash_queue_full", voice=name)
 
     def _run(self) -> None:
-        """Thread ``bundle-hash``."""
+        """Thread ``bundle-hash``. A voice replaced meanwhile is not kept alive by its queued
+        check (a weak reference) and is not hashed."""
         while True:
-            name, voice, seen = self._queue.get()
+            name, ref, seen = self._queue.get()
+            voice = ref()
             try:
-                if self._is_current(name, voice, seen):
+                if voice is not None and self._is_current(name, voice, seen):
                     problems = unserved_hashes(voice.bundle.dir, read_manifest(voice.bundle.dir),
                                                voice.bundle.sha256)
                     self._record(name, voice, seen, problems)

@@ -168,7 +168,8 @@ class VoiceLibrary:
         """Keep ``error`` as the answer for these files of ``name`` and report it."""
         with self._lock:
             self._seen[name] = seen  # don't retry the same broken files
-            self._refused[name] = (seen, error)
+            # A copy without the traceback: its frames would keep the half-loaded voice alive.
+            self._refused[name] = (seen, VoiceLoadError(str(error)))
         return self._report(ReloadResult(name, "rejected", reason=str(error),
                                          version=manifest_version(seen.bundle_dir)))
 
