@@ -1,10 +1,8 @@
 """The installed voices and their lifecycle: load, validate, swap atomically, roll back.
 
 A :class:`VoiceLibrary` owns the live :class:`Voice` of every installed voice. Requests take the
-current voice with :meth:`VoiceLibrary.get` and keep that object for the whole request, so a reload
-never changes the model under a request that is already synthesizing: new requests get the new
-model, running ones finish on the old one, and the old session is released when its last user is
-done.
+current voice with :meth:`VoiceLibrary.get` and keep that object for the whole request: a reload
+never changes the model under a running request, and an old session is released with its last user.
 
 :meth:`VoiceLibrary.reload` compares what is on disk (mtimes and sizes of the bundle's files, then
 the manifest's sha256) with what is loaded, and validates a changed bundle off the serving path
@@ -93,8 +91,8 @@ class VoiceLibrary:
         self._pending_since: dict[str, float] = {}
         self._preloaded: dict[str, tuple[Voice | VoiceLoadError, Fingerprint]] = {}
         """Voices validated by :meth:`preload`, waiting for :meth:`get` to swap them in."""
-        self._refused: dict[str, tuple[Fingerprint, VoiceLoadError]] = {}
-        """Why each voice that is not live was refused, and the files it was refused for."""
+        self._refused: dict[str, tuple[Fingerprint, str]] = {}
+        """The files each voice was last refused for, and why: the answer until they change."""
         self._validator = Validator(settings, self.options)
         self._unserved = UnservedCheck(self._is_current, self._emit)
         self._requantizer = Requantizer(on_done=self._requantized)
@@ -162,14 +160,13 @@ class VoiceLibrary:
         with self._lock:
             refused = self._refused.get(name)
         if refused is not None and fingerprint(self.bundle_dir(name)) == refused[0]:
-            raise refused[1]
+            raise VoiceLoadError(refused[1])
 
     def _refuse(self, name: str, seen: Fingerprint, error: VoiceLoadError) -> ReloadResult:
         """Keep ``error`` as the answer for these files of ``name`` and report it."""
         with self._lock:
             self._seen[name] = seen  # don't retry the same broken files
-            # A copy without the traceback: its frames would keep the half-loaded voice alive.
-            self._refused[name] = (seen, VoiceLoadError(str(error)))
+            self._refused[name] = (seen, str(error))
         return self._report(ReloadResult(name, "rejected", reason=str(error),
                                          version=manifest_version(seen.bundle_dir)))
 
@@ -262,10 +259,14 @@ class VoiceLibrary:
 
     def _skip_reason(self, name: str, bundle_dir: Path, now: Fingerprint,
                      settle: bool) -> ReloadResult | None:
-        """Why ``name`` needs no validation now (unchanged, unused, still being written)."""
+        """Why ``name`` needs no validation now (unchanged, unused, being written, refused)."""
         with self._lock:
             seen = self._seen.get(name)
             live_voice = self._live.get(name)
+            refused = self._refused.get(name)
+        if refused is not None and refused[0] == now:
+            return ReloadResult(name, "rejected", reason=refused[1],
+                                version=manifest_version(bundle_dir))
         if seen == now or (live_voice is None and seen is None
                                    and name != self.default_voice):
             return ReloadResult(name, "unchanged")  # unused voices are validated on first use

@@ -386,8 +386,9 @@ def test_a_broken_default_voice_is_reported_once_and_refused_until_its_files_cha
     assert status["voices"] == []
     assert status["last_reload"][VOICE]["outcome"] == "rejected"
     assert "sha256" in status["last_reload"][VOICE]["reason"]
-    assert [r.outcome for r in library.reload()] == ["unchanged"]  # same files: not again
-    assert calls == [VOICE]
+    again = library.reload()  # asked again (SIGHUP, the reload command): the same answer
+    assert [(r.outcome, r.reason) for r in again] == [("rejected", events.items[0]["reason"])]
+    assert calls == [VOICE] and events.kinds() == ["model_rejected"]  # not validated again
     new_version_files(tmp_path / "new", "2.0.0", gain=0.4)
     for name in (f"{VOICE}.onnx", "manifest.json"):
         shutil.copyfile(tmp_path / "new" / "2.0.0" / name, tiny_voice_dir / name)
