@@ -69,12 +69,10 @@ class ModelSettings(_Section):
     )
     trusted_keys: tuple[AbsPath, ...] = Field(default=(), description="ed25519 public keys (PEM).")
     require_signature: bool = Field(default=False, description="Refuse unsigned voices.")
-    requantize_stale: bool = Field(
-        default=False,
-        description="Rebuild a stale int8 variant (its fp32 source changed) in the background "
-        "with tts-agent quantize at the lowest CPU priority; fp32 serves meanwhile. Only on "
-        "boards that can afford it: it runs in the service's cgroup (MemoryMax).",
-    )
+    requantize_stale: bool = Field(default=False, description=(
+        "Rebuild a stale int8 variant (its fp32 source changed) in the background with tts-agent "
+        "quantize at the lowest CPU priority; fp32 serves meanwhile. Only on boards that can "
+        "afford it: it runs in the service's cgroup (MemoryMax)."))
     @model_validator(mode="after")
     def _trust_usable(self) -> ModelSettings:  # reads the key files, if any are set
         if self.trusted_keys or self.require_signature:
