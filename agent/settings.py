@@ -210,6 +210,17 @@ def unknown_variables() -> Iterator[str]:
             yield f"{key}: unknown setting{_suggest(upper, known)}"
 
 
+def _elsewhere(keys: tuple[str, ...], env: bool) -> str:
+    """A key written in the wrong table (``host`` above ``[mqtt]``): the setting of that name
+    in another section, when there is exactly one."""
+    names = [name for name in env_names() if name.endswith(("__" if env else "") + keys[-1].upper())
+             and (env or name[len(ENV_PREFIX):].split("__")[-1] == keys[-1].upper())]
+    if len(names) != 1:
+        return ""
+    path = names[0][len(ENV_PREFIX):].lower().split("__")
+    return f" (did you mean {names[0] if env else '.'.join(path)}?)"
+
+
 def _loc_text(loc: tuple[int | str, ...]) -> str:
     text = ""
     for part in loc:
@@ -219,7 +230,7 @@ def _loc_text(loc: tuple[int | str, ...]) -> str:
 
 def _origin(keys: tuple[str, ...], path: Path | None, data: dict[str, Any]) -> str:
     """Where the value at ``keys`` came from: its environment variable, else the file."""
-    environment = _environment()
+    environment = _environment() if keys and keys[0] in Settings.model_fields else {}
     for depth in range(len(keys), 0, -1):
         name = ENV_PREFIX + "__".join(keys[:depth]).upper()
         if name in environment:
@@ -243,7 +254,8 @@ def describe(err: Any, path: Path | None, data: dict[str, Any]) -> str:
         candidates = (list(env_names(keys[:-1])) if env
                       else [_loc_text((*keys[:-1], name)) for name in _fields(keys[:-1])])
         word = origin.upper() if env else _loc_text(keys)
-        return f"{prefix}unknown setting {_loc_text(keys)}{_suggest(word, candidates)}"
+        hint = _suggest(word, candidates) or _elsewhere(keys, env)
+        return f"{prefix}unknown setting {_loc_text(keys)}{hint}"
     problem = _problem(err)
     return f"{prefix}{_loc_text(loc)}{'' if problem.startswith(':') else ' '}{problem}"
 
@@ -279,7 +291,10 @@ def _problem(err: Any) -> str:
               else f"must match {pattern}",
               "value_error": ": " + re.sub(r"^Value error, ", "", str(err["msg"])),
               "assertion_error": ": " + re.sub(r"^Assertion error, ", "", str(err["msg"]))}
+    if kind == "enum":
+        return f"must be one of {ctx.get('expected')}"
     base = kind.rsplit("_", 1)[0] if kind.endswith(("_type", "_parsing")) else kind
+    base = "int" if kind == "int_from_float" else base
     if kind not in simple and _KINDS.get(base):
         return f"must be {_KINDS[base]}"
     return simple.get(kind, ": " + str(err["msg"]))

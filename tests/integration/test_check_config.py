@@ -295,3 +295,16 @@ def test_access_is_checked_for_the_effective_user(setup: Setup, shared_dir: Path
                                                    "(nobody)"}
     key.chmod(0o644)
     assert checks_as_nobody() == {"mqtt.cert_file": None, "mqtt.key_file": None}
+
+
+def test_invalid_settings_are_one_prefixed_line_each(setup: Setup) -> None:
+    setup.set("mqtt", "port", 0).set("mqtt", "hots", "broker")
+    result = setup.run(env={"TTS_AGENT_DEVICEID": "x"})
+    assert result.returncode == 2 and result.stdout == ""
+    assert sorted(result.stderr.splitlines()) == sorted([
+        "tts-agent check-config: error: TTS_AGENT_DEVICEID: unknown setting "
+        "(did you mean TTS_AGENT_DEVICE_ID?)",
+        f"tts-agent check-config: error: {setup.config}: mqtt.port must be at least 1 (got 0)",
+        f"tts-agent check-config: error: {setup.config}: unknown setting mqtt.hots "
+        "(did you mean mqtt.host?)",
+    ])

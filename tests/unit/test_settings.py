@@ -216,6 +216,13 @@ def test_variables_that_are_not_settings_are_allowed(monkeypatch: pytest.MonkeyP
          "log.level must be one of 'debug', 'info', 'warning' or 'error'"),
         ("[audio]\ndevice = \"\"\n", "audio.device must have at least 1 character"),
         ("[mqtt]\ncert_file = \"c\"\n", "mqtt: cert_file and key_file must be given together"),
+        ("host = \"broker\"\n", "unknown setting host (did you mean mqtt.host?)"),
+        ("[mqtt]\ndefault_voice = \"v\"\n",
+         "unknown setting mqtt.default_voice (did you mean models.default_voice?)"),
+        ("[synthesis]\nintra_op_threads = 1.5\n",
+         "synthesis.intra_op_threads must be a whole number"),
+        ("[synthesis]\nproviders = [\"gpu\"]\n",
+         "synthesis.providers[0] must be one of 'tensorrt', 'cuda' or 'cpu'"),
     ],
 )
 def test_validation_messages_are_in_the_agents_words(tmp_path: Path, toml: str, line: str,
