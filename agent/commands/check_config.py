@@ -87,10 +87,7 @@ def run_checks(settings: Settings) -> list[Check]:
     profile, profile_check = _profile(settings)
     checks = [*_models(settings, profile), profile_check]
     if settings.mqtt.enabled:
-        mqtt = settings.mqtt
-        checks += [_readable(f"mqtt.{name}", getattr(mqtt, name))
-                   for name in ("ca_file", "cert_file", "key_file", "password_file")
-                   if getattr(mqtt, name) is not None]
+        checks += _mqtt_files(settings)
     checks.append(_writable_dir("cache.dir", settings.cache.dir))
     for name, path in (("mqtt.journal.file", settings.mqtt.journal.file),
                        ("health.prometheus_file", settings.health.prometheus_file),
@@ -100,6 +97,24 @@ def run_checks(settings: Settings) -> list[Check]:
     if settings.synthesis.profiles_dir is not None:
         checks.append(_readable_dir("synthesis.profiles_dir", settings.synthesis.profiles_dir))
     checks.append(_audio(settings, profile))
+    return checks
+
+
+def _mqtt_files(settings: Settings) -> list[Check]:
+    """Each file the MQTT settings name is a readable regular file; then they are read as
+    ``tts-agent run`` reads them (:func:`agent.mqtt.credentials.check_files`: the password file
+    bounded and never shown, the certificates and key loaded when ``mqtt.tls`` is on)."""
+    from agent.mqtt.credentials import ClientConfigError, check_files
+
+    mqtt = settings.mqtt
+    checks = [_readable(f"mqtt.{name}", getattr(mqtt, name))
+              for name in ("ca_file", "cert_file", "key_file", "password_file")
+              if getattr(mqtt, name) is not None]
+    if not any(check.problem for check in checks):
+        try:
+            check_files(mqtt)
+        except ClientConfigError as exc:
+            checks.append(Check("mqtt", str(exc)))
     return checks
 
 

@@ -308,3 +308,18 @@ def test_invalid_settings_are_one_prefixed_line_each(setup: Setup) -> None:
         f"tts-agent check-config: error: {setup.config}: unknown setting mqtt.hots "
         "(did you mean mqtt.host?)",
     ])
+
+
+def test_a_ca_file_that_is_no_certificate(setup: Setup) -> None:
+    ca = setup.root / "ca.pem"
+    ca.write_text("not a certificate\n")
+    setup.set("mqtt", "tls", True).set("mqtt", "ca_file", str(ca))
+    refused(setup.run(), "mqtt: cannot set up TLS")
+
+
+def test_an_oversized_password_file_is_refused_unread(setup: Setup) -> None:
+    secret = setup.root / "pw"
+    secret.write_text("hunter2" * 1000)
+    setup.set("mqtt", "username", "u").set("mqtt", "password_file", str(secret))
+    line = refused(setup.run(), "mqtt: cannot read the MQTT password file", "larger than")
+    assert "hunter2" not in line
