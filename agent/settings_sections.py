@@ -67,6 +67,10 @@ class ModelSettings(_Section):
         description="How long a bundle may look half-written (sizes not matching its manifest) "
         "before it is validated anyway and rejected (s).",
     )
+    max_model_bytes: int = Field(  # = agent.voice.bundle.DEFAULT_MAX_FILE_BYTES
+        default=256 << 20, ge=1 << 20, le=4 << 30, description="Largest file a voice bundle may "
+        "have (bytes), refused before it is read; keep it well under the unit's MemoryMax "
+        "(onnxruntime holds a model more than once).")
     trusted_keys: tuple[AbsPath, ...] = Field(default=(), description="ed25519 public keys (PEM).")
     require_signature: bool = Field(default=False, description="Refuse unsigned voices.")
     requantize_stale: bool = Field(default=False, description=(

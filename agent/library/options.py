@@ -37,6 +37,7 @@ def voice_options(settings: Settings, profile: EffectiveProfile | None = None) -
     return VoiceOptions(
         variant=variant,
         runtime=runtime,
+        max_model_bytes=settings.models.max_model_bytes,
         max_chars=synthesis.max_text_chars,
         phoneme_cache_size=synthesis.phoneme_cache_size,
         sentence_silence_s=synthesis.sentence_silence_s,

@@ -11,36 +11,48 @@ A bundle is a directory ``models/<voice>/`` (flat layout) or ``models/<voice>/<v
 
 The agent writes manifests (:func:`write_manifest`) and verifies every file against them
 (:func:`verify_bundle`) before a voice is loaded: a truncated or swapped file is never served.
+
+Nothing in a bundle is trusted before it is checked (docs/voices.md, "What a bundle may hold"):
+the bundle directory holds no symbolic link; every file the manifest names is a regular file
+(never a FIFO or a device: see :mod:`agent.voice.files`), of the manifest's size, at most
+``max_file_bytes`` (``models.max_model_bytes``; checked before a byte is read); every read and
+hash stops at that size; a file is parsed only from the bytes that matched its sha256; and a
+model keeps no weights in external data files (:mod:`agent.voice.graph_scan`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from agent.fsutil import atomic_write
+from agent.voice.files import UnsafeFileError, file_kind, hash_handle, open_regular, read_exact
+from agent.voice.graph_scan import GraphScanError, ModelFacts, scan_model
 
 __all__ = [
-    "MANIFEST_NAME",
-    "Bundle",
-    "BundleError",
-    "check_sha256",
-    "read_bundle",
-    "read_manifest",
-    "resolve_bundle_dir",
-    "sha256_file",
-    "verify_bundle",
-    "write_manifest",
+    "DEFAULT_MAX_FILE_BYTES", "MANIFEST_NAME", "Bundle", "BundleError", "ModelFacts",
+    "check_model", "check_sha256", "read_bundle", "read_manifest",
+    "read_verified", "resolve_bundle_dir", "sha256_file", "verify_bundle", "write_manifest",
 ]
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = 1
 MAX_MANIFEST_BYTES = 1 << 20
+DEFAULT_MAX_FILE_BYTES = 256 << 20
+"""Largest bundle file read (``models.max_model_bytes``' default): a quarter of the shipped
+unit's ``MemoryMax``, since onnxruntime and the first split of a streaming voice hold the model
+more than once."""
+MAX_BUNDLE_ENTRIES = 256
+"""Entries a bundle directory may have (it needs a handful)."""
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$")
 
 
@@ -61,6 +73,8 @@ class Bundle:
     sha256: dict[str, str]
     """sha256 of every verified file, by file name."""
     source: str
+    sizes: dict[str, int]
+    """The manifest's size of every file in :attr:`sha256`: no read goes past it."""
 
     def model_path(self, variant: str) -> Path:
         """The ONNX file of ``variant`` ("fp32", "int8")."""
@@ -73,20 +87,63 @@ class Bundle:
 
 
 def sha256_file(path: Path) -> str:
-    """Hex sha256 of a file, read in 1 MiB blocks."""
+    """Hex sha256 of a regular file (not a link, never a FIFO), read in 1 MiB blocks."""
     digest = hashlib.sha256()
-    with path.open("rb") as handle:
+    with open_regular(path) as handle:
         while block := handle.read(1 << 20):
             digest.update(block)
     return digest.hexdigest()
 
 
 def resolve_bundle_dir(voice_dir: Path) -> Path:
-    """``voice_dir/current`` for a staged layout, else ``voice_dir`` itself."""
+    """``voice_dir/current`` for a staged layout, else ``voice_dir`` itself.
+
+    ``current`` must be a symbolic link to a version directory inside ``voice_dir`` (a plain
+    name, itself no link); any other ``current`` is returned as it is, unresolved, and
+    :func:`read_bundle` refuses it with the reason."""
     current = voice_dir / "current"
-    if current.exists():
-        return current.resolve()
-    return voice_dir
+    if not os.path.lexists(current):
+        return voice_dir
+    if _staged_target(voice_dir, current) is None:
+        return current
+    return current.resolve()
+
+
+def _staged_target(voice_dir: Path, link: Path) -> Path | None:
+    """The version directory ``link`` names, or None unless it is a link to a plain-named,
+    real directory in ``voice_dir``."""
+    try:
+        target = os.readlink(link)
+    except OSError:
+        return None
+    if not _SAFE_NAME.match(target) or target in (".", ".."):
+        return None
+    try:
+        mode = (voice_dir / target).lstat().st_mode
+    except OSError:
+        return None
+    return voice_dir / target if stat.S_ISDIR(mode) else None
+
+
+def _check_dir(bundle_dir: Path) -> None:
+    """Refuse a bundle directory that is a bad ``current`` link or holds a symbolic link."""
+    if bundle_dir.name == "current" and bundle_dir.is_symlink():
+        raise BundleError(f"{bundle_dir}: must be a symbolic link to a version directory inside "
+                          f"{bundle_dir.parent} (points at {os.readlink(bundle_dir)!r})")
+    try:
+        with os.scandir(bundle_dir) as entries:
+            for count, entry in enumerate(entries):
+                if count >= MAX_BUNDLE_ENTRIES:
+                    raise BundleError(f"{bundle_dir}: more than {MAX_BUNDLE_ENTRIES} entries")
+                if entry.is_symlink():
+                    raise BundleError(f"{entry.path}: a symbolic link; a bundle holds regular "
+                                      "files only")
+    except FileNotFoundError:
+        raise BundleError(f"{bundle_dir}: no such bundle directory") from None
+    except NotADirectoryError:
+        raise BundleError(f"{bundle_dir}: not a directory") from None
+    except OSError as exc:
+        raise BundleError(f"{bundle_dir}: unreadable: {exc}") from exc
 
 
 def _safe_file_name(name: Any) -> str:
@@ -99,11 +156,15 @@ def read_manifest(bundle_dir: Path) -> dict[str, Any]:
     """Parse and structurally check ``manifest.json``; file names must be plain names."""
     path = bundle_dir / MANIFEST_NAME
     try:
-        if path.stat().st_size > MAX_MANIFEST_BYTES:
+        with open_regular(path) as handle:
+            raw = handle.read(MAX_MANIFEST_BYTES + 1)
+        if len(raw) > MAX_MANIFEST_BYTES:
             raise BundleError(f"{path}: manifest larger than {MAX_MANIFEST_BYTES} bytes")
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(raw.decode("utf-8"))
     except FileNotFoundError:
         raise BundleError(f"{bundle_dir}: no {MANIFEST_NAME}") from None
+    except UnsafeFileError as exc:
+        raise BundleError(str(exc)) from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BundleError(f"{path}: unreadable manifest: {exc}") from exc
     if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT:
@@ -117,44 +178,41 @@ def read_manifest(bundle_dir: Path) -> dict[str, Any]:
     return data
 
 
-def verify_bundle(bundle_dir: Path, variant: str | None = None) -> Bundle:
-    """Check the bundle's files against the manifest (size, then sha256).
+def verify_bundle(bundle_dir: Path, variant: str | None = None, *,
+                  max_file_bytes: int = DEFAULT_MAX_FILE_BYTES) -> Bundle:
+    """Check the bundle's files against the manifest (what it may hold, size, then sha256),
+    and that no model keeps weights in external data files.
 
     With ``variant``, only the files that variant is loaded from (its model and the voice
     config) are checked and listed in :attr:`Bundle.sha256`: the fp32 model, the bundle's
     largest file, is not hashed at every start of a device that runs the int8 one. Without it,
     every file is checked.
     """
-    bundle = read_bundle(bundle_dir, variant)
+    bundle = read_bundle(bundle_dir, variant, max_file_bytes=max_file_bytes)
     check_sha256(bundle)
     return bundle
 
 
-def read_bundle(bundle_dir: Path, variant: str | None = None) -> Bundle:
-    """The bundle as its manifest describes it, with every file's size checked but not yet its
-    sha256: :attr:`Bundle.sha256` holds the manifest's values until :func:`check_sha256` has
-    confirmed them (:func:`verify_bundle` does both; a voice hashes while onnxruntime loads)."""
+def read_bundle(bundle_dir: Path, variant: str | None = None, *,
+                max_file_bytes: int = DEFAULT_MAX_FILE_BYTES) -> Bundle:
+    """The bundle as its manifest describes it, with what the directory holds, every file's
+    kind and size checked (each at most ``max_file_bytes``) but not yet its sha256:
+    :attr:`Bundle.sha256` holds the manifest's values until :func:`check_sha256` has confirmed
+    them (:func:`verify_bundle` does both; a voice hashes while onnxruntime loads). Nothing is
+    read but the manifest."""
+    _check_dir(bundle_dir)
     data = read_manifest(bundle_dir)
-    hashes: dict[str, str] = {}
     wanted = set(data["files"])
     if variant is not None:
         if variant not in data["variants"]:
             have = ", ".join(sorted(data["variants"])) or "none"
             raise BundleError(f"voice {data['voice']} has no {variant} variant (has: {have})")
         wanted = {data["config"], data["variants"][variant]}
+    hashes: dict[str, str] = {}
+    sizes: dict[str, int] = {}
     for name, entry in data["files"].items():
-        if name not in wanted:
-            continue
-        path = bundle_dir / name
-        if not isinstance(entry, dict) or not isinstance(entry.get("sha256"), str):
-            raise BundleError(f"{bundle_dir / MANIFEST_NAME}: bad entry for {name}")
-        try:
-            size = path.stat().st_size
-        except FileNotFoundError:
-            raise BundleError(f"{path}: missing (listed in the manifest)") from None
-        if "size" in entry and size != entry["size"]:
-            raise BundleError(f"{path}: size {size} != {entry['size']} in the manifest")
-        hashes[name] = entry["sha256"]
+        if name in wanted:
+            hashes[name], sizes[name] = _check_entry(bundle_dir, name, entry, max_file_bytes)
     for name in [data["config"], *data["variants"].values()]:
         if name in wanted and name not in hashes:
             raise BundleError(f"{bundle_dir / MANIFEST_NAME}: {name} has no sha256 entry")
@@ -167,19 +225,101 @@ def read_bundle(bundle_dir: Path, variant: str | None = None) -> Bundle:
         config_path=bundle_dir / data["config"],
         sha256=hashes,
         source=str(data.get("source", "")),
+        sizes=sizes,
     )
 
 
-def check_sha256(bundle: Bundle) -> None:
-    """Raise :class:`BundleError` unless every file of ``bundle`` has its manifest sha256."""
-    for name, expected in bundle.sha256.items():
-        path = bundle.dir / name
-        try:
-            digest = sha256_file(path)
-        except OSError as exc:
-            raise BundleError(f"{path}: unreadable: {exc}") from exc
-        if digest != expected:
+def _check_entry(bundle_dir: Path, name: str, entry: Any, limit: int) -> tuple[str, int]:
+    """The manifest's (sha256, size) of ``name``, once the file on disk is a regular file of
+    that size and the size is within ``limit`` (checked first: nothing is read)."""
+    manifest = bundle_dir / MANIFEST_NAME
+    if not isinstance(entry, dict) or not isinstance(entry.get("sha256"), str):
+        raise BundleError(f"{manifest}: bad entry for {name}")
+    size = entry.get("size")
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        raise BundleError(f"{manifest}: {name} has no size (every read stops at it)")
+    path = bundle_dir / name
+    if size > limit:
+        raise BundleError(f"{path}: {size} bytes, above the limit of {limit} "
+                          "(models.max_model_bytes)")
+    with _reading(path):
+        st = path.lstat()
+    if not stat.S_ISREG(st.st_mode):
+        raise BundleError(f"{path}: {file_kind(st.st_mode)}, not a regular file")
+    if st.st_size > limit:
+        raise BundleError(f"{path}: {st.st_size} bytes, above the limit of {limit} "
+                          "(models.max_model_bytes)")
+    if st.st_size != size:
+        raise BundleError(f"{path}: size {st.st_size} != {size} in the manifest")
+    return entry["sha256"], size
+
+
+def _hash_and_scan(bundle: Bundle, name: str, scan: bool) -> ModelFacts | None:
+    """Hash ``name`` (bounded by its size) and, for a model, scan its graph from the same open
+    file; raise :class:`BundleError` unless the sha256 matches and the graph is acceptable."""
+    path, size = bundle.dir / name, bundle.sizes[name]
+    with _reading(path), open_regular(path) as handle:
+        if hash_handle(path, handle, size) != bundle.sha256[name]:
             raise BundleError(f"{path}: sha256 does not match the manifest")
+        if not scan:
+            return None
+        handle.seek(0)
+        return scan_model(handle, size)
+
+
+@contextmanager
+def _reading(path: Path) -> Iterator[None]:
+    """Turn what reading ``path`` raises into :class:`BundleError` with a one-line reason."""
+    try:
+        yield
+    except GraphScanError as exc:
+        raise BundleError(f"{path}: {exc}") from None
+    except UnsafeFileError as exc:
+        raise BundleError(str(exc)) from None
+    except FileNotFoundError:
+        raise BundleError(f"{path}: missing (listed in the manifest)") from None
+    except OSError as exc:
+        raise BundleError(f"{path}: unreadable: {exc}") from exc
+
+
+def check_sha256(bundle: Bundle) -> dict[str, ModelFacts]:
+    """Raise :class:`BundleError` unless every file of ``bundle`` has its manifest sha256 (and
+    every model in it passes :func:`~agent.voice.graph_scan.scan_model`); the models' facts by
+    file name."""
+    models = {path.name for path in bundle.variants.values()}
+    facts: dict[str, ModelFacts] = {}
+    for name in bundle.sha256:
+        found = _hash_and_scan(bundle, name, scan=name in models)
+        if found is not None:
+            facts[name] = found
+    return facts
+
+
+def check_model(bundle: Bundle, variant: str) -> ModelFacts:
+    """Hash and scan the model of ``variant`` only (the config is read by
+    :func:`read_verified`); raises :class:`BundleError`."""
+    name = bundle.model_path(variant).name
+    if name not in bundle.sha256:
+        raise BundleError(f"{bundle.dir / MANIFEST_NAME}: {name} has no sha256 entry")
+    facts = _hash_and_scan(bundle, name, scan=True)
+    if facts is None:  # pragma: no cover - scan=True always scans
+        raise BundleError(f"{bundle.dir / name}: not scanned")
+    return facts
+
+
+def read_verified(bundle: Bundle, name: str, limit: int) -> bytes:
+    """The bytes of ``name`` once they match the manifest's sha256: read once, hashed, and
+    returned, so what the caller parses is what was hashed. At most ``limit`` bytes."""
+    path = bundle.dir / name
+    if name not in bundle.sha256:
+        raise BundleError(f"{bundle.dir / MANIFEST_NAME}: {name} has no sha256 entry")
+    if bundle.sizes[name] > limit:
+        raise BundleError(f"{path}: {bundle.sizes[name]} bytes, larger than {limit}")
+    with _reading(path):
+        data, digest = read_exact(path, bundle.sizes[name])
+    if digest != bundle.sha256[name]:
+        raise BundleError(f"{path}: sha256 does not match the manifest")
+    return data
 
 
 def write_manifest(

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from agent.hardware.runtime import RuntimeOptions
 from agent.voice import streaming
+from agent.voice.bundle import DEFAULT_MAX_FILE_BYTES
 
 __all__ = ["VoiceOptions"]
 
@@ -23,6 +24,8 @@ class VoiceOptions:
     variant: str = "fp32"
     """Which of the bundle's models to load (``fp32``, ``int8``)."""
     runtime: RuntimeOptions = field(default_factory=RuntimeOptions)
+    max_model_bytes: int = DEFAULT_MAX_FILE_BYTES
+    """Largest bundle file (model) that is read; a larger one is refused before it is read."""
     """onnxruntime threads, pinning, providers and the optimised-model cache."""
     max_chars: int = 5000
     """Longest text one request may have (characters)."""

@@ -81,18 +81,19 @@ class VoiceSession:
 
 
 def open_session(model_path: Path, runtime: RuntimeOptions, model_sha256: str | None, *,
-                 split: bool, before_reading: Callable[[], object] = lambda: None
-                 ) -> VoiceSession:
+                 split: bool, before_reading: Callable[[], object] = lambda: None,
+                 max_bytes: int | None = None) -> VoiceSession:
     """The session for ``model_path``: switchable when ``split`` is asked for and the graph is a
     Piper VITS graph, else the whole graph. Streaming is an optimisation: when the switchable
     graph cannot be made or loaded, the voice still loads whole (logged), never fails for it.
 
     ``before_reading`` is called before ``model_path`` itself is read (only when the
     optimised-model cache lacks it); it raises :class:`~agent.voice.bundle.BundleError` for a model
-    that does not match its manifest, which is never read."""
+    that does not match its manifest, which is never read. ``max_bytes`` bounds what the split
+    step reads into Python (:func:`~agent.voice.split.split_model`)."""
     if split:
         try:
-            return _split_session(model_path, runtime, model_sha256, before_reading)
+            return _split_session(model_path, runtime, model_sha256, before_reading, max_bytes)
         except BundleError:
             raise
         except SplitError as exc:
@@ -105,13 +106,13 @@ def open_session(model_path: Path, runtime: RuntimeOptions, model_sha256: str | 
 
 
 def _split_session(model_path: Path, runtime: RuntimeOptions, model_sha256: str | None,
-                   before_reading: Callable[[], object]) -> VoiceSession:
+                   before_reading: Callable[[], object], max_bytes: int | None) -> VoiceSession:
     built: list[bool] = []
 
     def build() -> bytes:
         before_reading()
         built.append(True)
-        return split_model(model_path, _measure)
+        return split_model(model_path, _measure, max_bytes=max_bytes)
 
     session, provider = create_session(model_path, runtime, model_sha256, part=CACHE_PART,
                                        graph=build)

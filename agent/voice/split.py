@@ -22,10 +22,13 @@ are much slower per sentence than one.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from agent.voice.files import open_regular
 
 __all__ = ["CUT_ANCHORS", "DECODE_INPUT", "LATENT_INPUT", "DecoderGraph", "Measure",
            "SplitError", "split_model"]
@@ -59,14 +62,15 @@ Measure = Callable[[DecoderGraph], Mapping[str, str]]
 """Measures the decoder half; what it returns goes into the switchable graph's metadata."""
 
 
-def split_model(model_path: Path, measure: Measure | None = None) -> bytes:
+def split_model(model_path: Path, measure: Measure | None = None, *,
+                max_bytes: int | None = None) -> bytes:
     """The switchable form of the model at ``model_path``, serialized, with the metadata
-    ``measure`` returns for its decoder. Raises :class:`SplitError`."""
-    import onnx
+    ``measure`` returns for its decoder. Raises :class:`SplitError`. The one place the agent
+    holds a whole model in Python, so bounded: a regular file of at most ``max_bytes``
+    (``models.max_model_bytes``), no external data."""
     from onnx import TensorProto, helper
 
-    model = onnx.load(str(model_path))
-    graph = model.graph
+    graph = (model := _load_bounded(model_path, max_bytes)).graph
     latent, frame_shape = _cut(graph)
     if len(graph.output) != 1:
         raise SplitError(f"{len(graph.output)} outputs; a Piper voice has one")
@@ -118,6 +122,18 @@ def split_model(model_path: Path, measure: Measure | None = None) -> bytes:
             entry = result.metadata_props.add()
             entry.key, entry.value = key, value
     return bytes(result.SerializeToString())
+
+
+def _load_bounded(model_path: Path, max_bytes: int | None) -> Any:
+    """``onnx.load`` of a regular file of at most ``max_bytes``, without external data."""
+    import onnx
+
+    with open_regular(model_path) as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if max_bytes is not None and size > max_bytes:
+            raise SplitError(f"{model_path}: {size} bytes, above the {max_bytes} bytes a split "
+                             "may read")
+        return onnx.load(handle, load_external_data=False)
 
 
 def _reads(nodes: Sequence[Any]) -> set[str]:

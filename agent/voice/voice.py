@@ -12,12 +12,11 @@ onnxruntime's lazy initialisation, and a model that produces silence or NaNs is 
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +25,15 @@ from agent.audio.format import AudioChunk
 from agent.logs import get_logger
 from agent.text.frontend import Frontend, Sentence
 from agent.voice import streaming
-from agent.voice.bundle import Bundle, BundleError, check_sha256, read_bundle
+from agent.voice.bundle import (
+    Bundle,
+    BundleError,
+    ModelFacts,
+    check_model,
+    read_bundle,
+    read_verified,
+)
+from agent.voice.config import MAX_CONFIG_BYTES, VoiceConfig, VoiceLoadError
 from agent.voice.options import VoiceOptions
 from agent.voice.sessions import VoiceSession, open_session
 from agent.voice.streaming import StreamGain, WindowPlan, peak_normalize
@@ -37,7 +44,11 @@ log = get_logger(__name__)
 
 WARMUP_TEXT = "Ready."
 REQUIRED_INPUTS = ("input", "input_lengths", "scales")
-MAX_CONFIG_BYTES = 1 << 20
+SECONDS_PER_ID = (0.020, 0.090)
+"""How long a phoneme id lasts at the warm-up of a voice that predicts durations, per unit of
+length scale (s), at the config's sample rate: speech rate bounds wide enough for any voice's
+natural pace. Outside them, the model was trained for another sample rate than the config
+says (docs/voices.md)."""
 
 
 def model_feeds(ids: Sequence[int], scales: tuple[float, float, float]) -> dict[str, np.ndarray]:
@@ -48,10 +59,6 @@ def model_feeds(ids: Sequence[int], scales: tuple[float, float, float]) -> dict[
         "input_lengths": np.asarray([len(ids)], dtype=np.int64),
         "scales": np.asarray(scales, dtype=np.float32),
     }
-
-
-class VoiceLoadError(Exception):
-    """A voice could not be loaded: bad bundle, bad config, wrong model signature, bad output."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,56 +75,24 @@ class SynthesisParams:
     """Speaker of a multi-speaker voice."""
 
 
-@dataclass(frozen=True, slots=True)
-class VoiceConfig:
-    """What a Piper ``.onnx.json`` says about its voice."""
-
-    espeak_voice: str
-    sample_rate: int
-    phoneme_id_map: Mapping[str, Sequence[int]]
-    length_scale: float = 1.0
-    noise_scale: float = 0.667
-    noise_w: float = 0.8
-    num_speakers: int = 1
-    speaker_id_map: Mapping[str, int] = field(default_factory=dict)
-
-    @classmethod
-    def from_file(cls, path: Path) -> VoiceConfig:
-        try:
-            if path.stat().st_size > MAX_CONFIG_BYTES:
-                raise VoiceLoadError(f"{path}: voice config larger than {MAX_CONFIG_BYTES} bytes")
-            data = json.loads(path.read_text(encoding="utf-8"))
-            inference = data.get("inference", {})
-            id_map = {str(k): [int(i) for i in v] for k, v in data["phoneme_id_map"].items()}
-            return cls(
-                espeak_voice=str(data["espeak"]["voice"]),
-                sample_rate=int(data["audio"]["sample_rate"]),
-                phoneme_id_map=id_map,
-                length_scale=float(inference.get("length_scale", 1.0)),
-                noise_scale=float(inference.get("noise_scale", 0.667)),
-                noise_w=float(inference.get("noise_w", 0.8)),
-                num_speakers=int(data.get("num_speakers", 1)),
-                speaker_id_map={str(k): int(v) for k, v in data.get("speaker_id_map", {}).items()},
-            )
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise VoiceLoadError(f"{path}: not a usable Piper voice config: {exc!r}") from exc
-
-
 class Voice:
     """One voice variant, loaded and warm. Thread-safe: ``synthesize`` may run concurrently."""
 
     def __init__(self, bundle: Bundle, options: VoiceOptions | None = None, *,
-                 verified: Callable[[], object] | None = None) -> None:
-        """``verified``, when given, returns once ``bundle``'s files match their sha256 and
-        raises :class:`BundleError` otherwise (see :meth:`load`); it is called before the model
-        file is read and before the first inference. Without it, ``bundle`` must be verified."""
+                 verified: Callable[[], ModelFacts] | None = None,
+                 config: VoiceConfig | None = None) -> None:
+        """``verified``, when given, returns the model's facts once its file matches its sha256
+        and raises :class:`BundleError` otherwise (see :meth:`load`); it is called before the
+        model file is read and before the first inference. Without it, the model is hashed and
+        scanned here, before anything reads it. ``config`` is the voice config parsed from
+        the bytes that matched the manifest; without it, it is read (and hashed) here."""
         started = time.monotonic()
         self.options = options = options or VoiceOptions()
         self.bundle = bundle
         self.name = bundle.voice
         self.version = bundle.version
         self.variant = options.variant
-        self.config = VoiceConfig.from_file(bundle.config_path)
+        self.config = config or self.read_config(bundle)
         if self.config.sample_rate != bundle.sample_rate:
             raise VoiceLoadError(
                 f"{bundle.voice}: config says {self.config.sample_rate} Hz, "
@@ -128,9 +103,13 @@ class Voice:
         self.max_clause_phonemes = options.max_clause_phonemes
         self.frontend = Frontend(self.config.espeak_voice, self.config.phoneme_id_map,
                                  max_chars=options.max_chars, cache_size=options.phoneme_cache_size)
-        self.engine = self._open_engine(verified or (lambda: None))
+        self.facts = ModelFacts(None, predicts_durations=False)
+        """What the model's graph showed (:mod:`agent.voice.graph_scan`)."""
+        self.engine = self._open_engine(verified or (lambda: check_model(bundle, self.variant)))
         self.session, self.provider = self.engine.session, self.engine.provider
         self._check_signature()
+        if self.facts.symbols is not None:
+            self.config.check_symbols(self.facts.symbols, bundle.config_path)
         self.window_plan: WindowPlan | None = None
         """How sentences are cut into windows; None = every sentence is decoded whole (so is
         the warm-up: the plan's growth follows the speed it shows)."""
@@ -153,14 +132,22 @@ class Voice:
         """
         options = options or VoiceOptions()
         try:
-            bundle = read_bundle(bundle_dir, options.variant)
+            bundle = read_bundle(bundle_dir, options.variant,
+                                 max_file_bytes=options.max_model_bytes)
+            config = cls.read_config(bundle)  # small: hashed before it is parsed
             with ThreadPoolExecutor(1, thread_name_prefix="sha256") as pool:
-                hashing = pool.submit(check_sha256, bundle)
-                return cls(bundle, options, verified=hashing.result)
+                hashing = pool.submit(check_model, bundle, options.variant)
+                return cls(bundle, options, verified=hashing.result, config=config)
         except BundleError as exc:
             raise VoiceLoadError(str(exc)) from exc
 
-    def _open_engine(self, verify: Callable[[], object]) -> VoiceSession:
+    @staticmethod
+    def read_config(bundle: Bundle) -> VoiceConfig:
+        """The bundle's voice config, parsed from the very bytes that matched its sha256."""
+        path = bundle.config_path
+        return VoiceConfig.from_bytes(read_verified(bundle, path.name, MAX_CONFIG_BYTES), path)
+
+    def _open_engine(self, verify: Callable[[], ModelFacts]) -> VoiceSession:
         """The onnxruntime session of the chosen model (switchable when the voice streams);
         ``verify`` runs before the model file is read and once more after the session exists
         (a session from the optimised-model cache never read the model file)."""
@@ -169,12 +156,12 @@ class Voice:
             engine = open_session(model_path, self.options.runtime,
                                   self.bundle.sha256.get(model_path.name),
                                   split=self.options.stream_first_frames > 0,
-                                  before_reading=verify)
+                                  before_reading=verify, max_bytes=self.options.max_model_bytes)
         except BundleError:
             raise
         except Exception as exc:  # onnxruntime raises its own exception types
             raise VoiceLoadError(f"{model_path}: onnxruntime cannot load it: {exc}") from exc
-        verify()
+        self.facts = verify()
         return engine
 
     def _plan_windows(self) -> WindowPlan | None:
@@ -214,14 +201,29 @@ class Voice:
         """One inference before serving: onnxruntime initialises lazily, and a model that
         yields no audio, NaNs or silence is refused here rather than on a user's request."""
         started = time.monotonic()
-        audio = self.ids_to_audio(self.frontend.ids(self.frontend.sentences(WARMUP_TEXT)[0]),
-                                  SynthesisParams(noise_scale=0.0, noise_w=0.0))
+        ids = self.frontend.ids(self.frontend.sentences(WARMUP_TEXT)[0])
+        audio = self.ids_to_audio(ids, SynthesisParams(noise_scale=0.0, noise_w=0.0))
         if audio.size == 0 or not np.all(np.isfinite(audio)):
             raise VoiceLoadError(f"{self.name}: warm-up produced no audio or non-finite samples")
         if float(np.max(np.abs(audio))) < 1e-4:
             raise VoiceLoadError(f"{self.name}: warm-up produced silence")
         self.warmup_audio_s = audio.size / self.sample_rate
+        if self.facts.predicts_durations:
+            self._check_rate(audio.size / len(ids) / self.config.length_scale)
         return time.monotonic() - started
+
+    def _check_rate(self, samples_per_id: float) -> None:
+        """Refuse a config whose sample rate is not the one the model speaks at: its phonemes
+        would last implausibly long or short at that rate (:data:`SECONDS_PER_ID`)."""
+        low, high = SECONDS_PER_ID
+        seconds = samples_per_id / self.sample_rate
+        if not low <= seconds <= high:
+            implied = (round(samples_per_id / high), round(samples_per_id / low))
+            raise VoiceLoadError(
+                f"{self.name}: at the config's {self.sample_rate} Hz a phoneme lasts "
+                f"{seconds * 1000:.0f} ms (plausible: {low * 1000:.0f}..{high * 1000:.0f} ms): "
+                f"the model speaks at about {implied[0]}..{implied[1]} Hz, not "
+                f"{self.sample_rate}")
 
     @property
     def streaming(self) -> dict[str, float] | None:
@@ -328,4 +330,5 @@ class Voice:
             audio = peak_normalize(part) if len(windows) == 1 else gain.apply(part)
             if number == len(windows) and silence.size:
                 audio = np.concatenate([audio, silence])
-            yield AudioChunk.from_float(audio, self.sample_rate, text if number == 1 else "")
+            yield AudioChunk.from_float(audio, self.sample_rate, text if number == 1 else "",
+                                        ends_sentence=number == len(windows))

@@ -1,0 +1,116 @@
+"""Reading a bundle's files without trusting them: regular files only, never more bytes than
+expected.
+
+A bundle directory is written by whoever can write the models directory, so none of its entries
+is trusted before it has been checked: :func:`open_regular` opens a name without following a
+symbolic link (``O_NOFOLLOW``) and without blocking on a FIFO (``O_NONBLOCK``), and refuses
+anything that is not a regular file (a FIFO, a device, a socket, a directory) before a byte is
+read. :func:`read_exact` and :func:`hash_exact` read exactly the size the manifest gives, and
+fail when the file is shorter or has grown past it: a file that never ends (a character device,
+a file still being appended to) costs at most that many bytes.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import stat
+from pathlib import Path
+from typing import BinaryIO
+
+__all__ = ["BLOCK", "UnsafeFileError", "file_kind", "hash_exact", "hash_handle", "open_regular",
+           "read_exact"]
+
+BLOCK = 1 << 20
+"""Bytes read at a time while hashing."""
+
+
+class UnsafeFileError(OSError):
+    """A bundle entry is not a regular file, or is not the size it should be."""
+
+
+def file_kind(mode: int) -> str:
+    """What ``mode`` (``st_mode``) is, in words, for refusals."""
+    for test, name in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def open_regular(path: Path) -> BinaryIO:
+    """``path`` opened for reading, when it is a regular file and not a symbolic link.
+
+    Raises :class:`FileNotFoundError` when it does not exist and :class:`UnsafeFileError` (with
+    what it is instead) otherwise; a FIFO is never waited on.
+    """
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafeFileError(f"{path}: a symbolic link (a bundle holds regular files "
+                                  "only)") from None
+        raise
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise UnsafeFileError(f"{path}: {file_kind(mode)}, not a regular file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb", buffering=1 << 16)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _read_upto(handle: BinaryIO, size: int, sink: hashlib._Hash | None,
+               keep: bool) -> tuple[int, bytes]:
+    """Read ``size`` bytes (fewer at end of file) into ``sink``; returns the count and, with
+    ``keep``, the bytes."""
+    parts: list[bytes] = []
+    done = 0
+    while done < size:
+        block = handle.read(min(BLOCK, size - done))
+        if not block:
+            break
+        done += len(block)
+        if sink is not None:
+            sink.update(block)
+        if keep:
+            parts.append(block)
+    return done, b"".join(parts)
+
+
+def _exact(path: Path, handle: BinaryIO, size: int, sink: hashlib._Hash | None,
+           keep: bool) -> bytes:
+    got, data = _read_upto(handle, size, sink, keep)
+    if got < size:
+        raise UnsafeFileError(f"{path}: {got} bytes, shorter than the {size} the manifest gives")
+    if handle.read(1):
+        raise UnsafeFileError(f"{path}: longer than the {size} bytes the manifest gives")
+    return data
+
+
+def hash_handle(path: Path, handle: BinaryIO, size: int) -> str:
+    """Hex sha256 of exactly ``size`` bytes of ``handle`` (opened on ``path``), which must end
+    there."""
+    digest = hashlib.sha256()
+    _exact(path, handle, size, digest, keep=False)
+    return digest.hexdigest()
+
+
+def hash_exact(path: Path, size: int) -> str:
+    """Hex sha256 of the regular file ``path``, which must be exactly ``size`` bytes."""
+    with open_regular(path) as handle:
+        return hash_handle(path, handle, size)
+
+
+def read_exact(path: Path, size: int) -> tuple[bytes, str]:
+    """The bytes of the regular file ``path`` (exactly ``size`` of them) and their sha256: what
+    is parsed is what was hashed."""
+    digest = hashlib.sha256()
+    with open_regular(path) as handle:
+        data = _exact(path, handle, size, digest, keep=True)
+    return data, digest.hexdigest()
