@@ -133,7 +133,10 @@ def _load_bounded(model_path: Path, max_bytes: int | None) -> Any:
         if max_bytes is not None and size > max_bytes:
             raise SplitError(f"{model_path}: {size} bytes, above the {max_bytes} bytes a split "
                              "may read")
-        return onnx.load(handle, load_external_data=False)
+        data = handle.read(size + 1)
+    if len(data) != size:
+        raise SplitError(f"{model_path}: changed while it was read")
+    return onnx.load_model_from_string(data)
 
 
 def _reads(nodes: Sequence[Any]) -> set[str]:
