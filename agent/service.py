@@ -192,10 +192,8 @@ class AgentService:
 
     def start(self, cancelled: Callable[[], bool] = lambda: False) -> None:
         """Start the systemd watchdog, warm the default voice, start the player and workers
-        (each watched for liveness once it runs), connect, start the health reporter.
-
-        ``cancelled`` says whether a stop came meanwhile: asked while the default voice is
-        still loading on its preload thread; if so the start ends there (:meth:`stop` next)."""
+        (each watched for liveness once it runs), connect, start the health reporter. Ends
+        early when ``cancelled()`` says a stop came while the default voice still loads."""
         mqtt = self.settings.mqtt
         self.watchdog.start()
         log.info("agent_starting", device=self.settings.device_id, version=__version__,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -66,12 +67,17 @@ def run(args: argparse.Namespace) -> int:
             raise CommandError(str(exc), status=2) from None
         raise
     status = run_until_signal(service, reread)
-    if service.stopped_cleanly is False or (preloading is not None and preloading.is_alive()):
+    running = [t.name for t in threading.enumerate()
+               if t is not threading.current_thread() and t.is_alive()]
+    if service.stopped_cleanly is False or running:
         # A worker is stuck inside native code (e.g. an onnxruntime inference that never
-        # returns), or a stop came while the default voice was still loading. Interpreter
-        # teardown would free the session under it and abort; the shutdown itself is
-        # complete (``stopped`` published, disconnected), so leave now.
-        get_logger(__name__).warning("exiting_without_teardown", status=status)
+        # returns), or another thread still works: the default voice still loading after a
+        # stop during the start, a voice being checked or hashed. Interpreter teardown would
+        # free a session under it and abort, or wait for it; the shutdown itself is complete
+        # (``stopped`` published, disconnected, journal closed), so leave now.
+        log = get_logger(__name__)
+        (log.warning if service.stopped_cleanly is False else log.info)(
+            "exiting_without_teardown", status=status, threads=running)
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(status)

@@ -88,17 +88,20 @@ def test_reload_signals_sent_to_worker_threads_each_reload_then_stop(
         assert agent.wait(60) == 0
 
 
-def hanging_warm_up_voice(models: Path) -> None:
+def hanging_warm_up_voice(models: Path, *, version: str = "1.0.0") -> None:
     """The stall voice with a length scale of 4 in its own config: its warm-up at load runs
-    an inference that never returns, so the daemon's start waits for the voice for ever."""
+    an inference that never returns, so whatever loads it (the start, a reload) waits for
+    ever."""
     from agent.voice.bundle import write_manifest
 
-    bundle = stall_voice.build_bundle(models)
+    bundle = models / stall_voice.VOICE
+    if not bundle.is_dir():
+        stall_voice.build_bundle(models)
     config_path = bundle / f"{stall_voice.VOICE}.onnx.json"
     config = json.loads(config_path.read_text(encoding="utf-8"))
     config["inference"]["length_scale"] = 4.0
     config_path.write_text(json.dumps(config), encoding="utf-8")
-    write_manifest(bundle, voice=stall_voice.VOICE, version="1.0.0",
+    write_manifest(bundle, voice=stall_voice.VOICE, version=version,
                    sample_rate=config["audio"]["sample_rate"],
                    variants={"fp32": f"{stall_voice.VOICE}.onnx"},
                    config=config_path.name, source="tests/test_signals_process.py")
@@ -124,4 +127,26 @@ def test_a_stop_during_a_start_that_never_ends_stops_the_daemon(
         assert agent.wait(60) == 0
     assert not any("READY" in m for m in messages)
     log = log_path.read_text(encoding="utf-8")
-    assert "start_abandoned" in log and "exiting_without_teardown" in log
+    assert "start_abandoned" in log
+
+
+@pytest.mark.parametrize("target", ["process", "worker"])
+def test_a_stop_while_a_reloaded_voice_never_warms_up_stops_the_daemon(
+    mqtt_broker: Broker, tmp_path: Path, notify: NotifySocket, target: str,
+) -> None:
+    models = tmp_path / "models"
+    stall_voice.build_bundle(models)  # loads and warms up normally
+    settings = agent_settings(mqtt_broker, models, tmp_path / "agent", voice=stall_voice.VOICE)
+    log_path = tmp_path / "agent.log"
+    with daemon(settings, log_path, env=notify.env()) as agent:
+        notify.receive_until("READY", timeout=60)
+        hanging_warm_up_voice(models, version="2.0.0")  # the new version never warms up
+        agent.send_signal(signal.SIGHUP)
+        notify.receive_until("RELOADING", timeout=WAIT_S)
+        settle()
+        if target == "process":
+            agent.send_signal(signal.SIGTERM)
+        else:
+            to_worker(agent, signal.SIGTERM, 0)
+        notify.receive_until("STOPPING", timeout=WAIT_S)
+        assert agent.wait(60) == 0
