@@ -1,0 +1,118 @@
+"""The ``[mqtt]`` and ``[mqtt.journal]`` sections of the deployment settings.
+
+Re-exported by :mod:`agent.settings_sections` and :mod:`agent.settings`; import them from
+there. Every field has a description and its bounds; unknown keys are errors.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+
+from agent.settings_paths import AbsPath, SecretPath
+
+__all__ = ["JournalSettings", "MqttSettings"]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class JournalSettings(_Section):
+    """The request journal (:mod:`agent.mqtt.journal`; not systemd's journal)."""
+
+    enabled: bool = Field(
+        default=True, description="Keep accepted, unfinished speak requests on disk, so that each "
+        "gets its final event after a crash (`failed`, `agent restarted`, unless replayed).")
+    file: AbsPath | None = Field(
+        default=None, description="The journal file; default <cache.dir>/requests.journal.")
+    replay: bool = Field(
+        default=False, description="After a crash, play again each journalled request that had "
+        "not begun and has not expired (the text is then kept in the journal).")
+    max_entries: int = Field(
+        default=1024, ge=1, le=100_000, description="Most unfinished requests journalled; a "
+        "speak request beyond it is rejected (busy).")
+    max_bytes: int = Field(
+        default=4 * 1024 * 1024, ge=4096, le=1 << 30, description="Most bytes of unfinished "
+        "requests journalled; a speak request beyond it is rejected (busy).")
+
+
+class MqttSettings(_Section):
+    enabled: bool = Field(default=True, description="Connect to an MQTT broker.")
+    host: str = Field(default="localhost", min_length=1, max_length=253, description="Broker host.")
+    port: int = Field(default=1883, ge=1, le=65535, description="Broker port.")
+    topic_prefix: str = Field(
+        default="tts", pattern=r"^[A-Za-z0-9_-][A-Za-z0-9_/-]{0,63}$",
+        description="First level(s) of every topic; no wildcards.",
+    )
+    protocol: Literal["5", "3.1.1"] = Field(default="5", description="MQTT protocol version.")
+    client_id: str | None = Field(
+        default=None, max_length=128, description="Client id; default tts-agent-<device_id>."
+    )
+    keepalive_s: int = Field(default=30, ge=5, le=3600, description="MQTT keepalive (s).")
+    session_expiry_s: int = Field(
+        default=3600, ge=0, le=2**32 - 1,
+        description="Persistent session lifetime after a disconnect (s), MQTT 5.",
+    )
+    username: str | None = Field(default=None, max_length=256, description="Broker user name.")
+    password: SecretStr | None = Field(default=None,
+                                       description="Broker password (prefer password_file).")
+    password_file: SecretPath | None = Field(
+        default=None,
+        description="File holding the broker password; relative to $CREDENTIALS_DIRECTORY if set.",
+    )
+    tls: bool = Field(default=False, description="Connect with TLS.")
+    ca_file: AbsPath | None = Field(default=None,
+                                    description="CA bundle used to verify the broker.")
+    cert_file: AbsPath | None = Field(default=None, description="Client certificate (mutual TLS).")
+    key_file: AbsPath | None = Field(default=None, description="Client private key (mutual TLS).")
+    groups: list[str] = Field(
+        default_factory=list, max_length=32,
+        description="Group names whose command topics this device also follows.",
+    )
+    hermes: bool = Field(default=True, description="Speak Hermes (Rhasspy/Snips) hermes/tts/say.")
+    site_id: str | None = Field(
+        default=None, max_length=128, description="Hermes site id; default the device id."
+    )
+    max_payload_bytes: int = Field(
+        default=65536, ge=256, le=10_000_000, description="Largest command payload accepted."
+    )
+    intake_queue: int = Field(
+        default=256, ge=1, le=100_000, description="Commands buffered between network and workers."
+    )
+    reconnect_min_s: float = Field(
+        default=1.0, gt=0, le=60,
+        description="Longest wait between reconnect attempts in the first seconds of an "
+                    "outage (s, jittered); later waits double from it up to reconnect_max_s.")
+    reconnect_max_s: float = Field(default=60.0, gt=0, le=3600,
+                                   description="Longest reconnect delay (s).")
+    connect_timeout_s: float = Field(default=5.0, gt=0, le=600, description=(
+        "Longest wait for the TCP connect and TLS handshake to the broker (s)."))
+    progress_interval_s: float = Field(default=5.0, ge=1.0, le=3600, description=(
+        "An open speak request quiet this long gets a `progress` event (s); at most one per "
+        "request per interval."))
+    journal: JournalSettings = Field(default_factory=JournalSettings,
+                                     description="The request journal.")
+
+    @field_validator("groups")
+    @classmethod
+    def _check_groups(cls, groups: list[str]) -> list[str]:
+        for group in groups:
+            if not group or any(c in group for c in "/+#\0"):
+                raise ValueError(f"group name {group!r} must be non-empty and free of / + #")
+        return groups
+
+    @model_validator(mode="after")
+    def _check_tls(self) -> MqttSettings:
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("cert_file and key_file must be given together")
+        if self.password is not None and self.password_file is not None:
+            raise ValueError("give password or password_file, not both")
+        return self
+
+    def resolved_password(self) -> SecretStr | None:
+        """The broker password, reading ``password_file`` (made absolute at load)."""
+        if self.password_file is None:
+            return self.password
+        return SecretStr(self.password_file.read_text(encoding="utf-8").rstrip("\r\n"))
