@@ -323,3 +323,21 @@ def test_an_oversized_password_file_is_refused_unread(setup: Setup) -> None:
     setup.set("mqtt", "username", "u").set("mqtt", "password_file", str(secret))
     line = refused(setup.run(), "mqtt: cannot read the MQTT password file", "larger than")
     assert "hunter2" not in line
+
+
+def test_a_staged_default_voice_is_checked_through_current(setup: Setup) -> None:
+    """models/<voice>/<version>/ with a ``current`` link: the version in service is checked."""
+    voice = setup.models / VOICE
+    staged = setup.models / "staged"
+    shutil.move(voice, staged)
+    voice.mkdir()
+    shutil.move(staged, voice / "1.0.0")
+    (voice / "current").symlink_to("1.0.0")
+    result = setup.run("--explain")
+    assert result.returncode == 0, result.stderr
+    assert f"in {voice / '1.0.0'}: the " in result.stdout
+    model = voice / "1.0.0" / f"{VOICE}.onnx"
+    data = bytearray(model.read_bytes())
+    data[-1] ^= 0xFF
+    model.write_bytes(bytes(data))
+    refused(setup.run(), "models.default_voice", "sha256")
