@@ -7,11 +7,12 @@ Python runs signal handlers on the main thread only, but the kernel may hand a
 process-directed signal to any thread: onnxruntime's pool, paho's network thread, the player.
 Then nothing interrupts the main thread, and a main thread blocked in ``Event.wait()`` (or a
 lock) would never run the handler: the signal would be lost. So the main thread waits in
-``select()`` on a socket pair registered with :func:`signal.set_wakeup_fd`: the C-level
-handler, whichever thread it runs on, writes the signal number there, ``select`` returns and
+``poll()`` on a socket pair registered with :func:`signal.set_wakeup_fd`: the C-level
+handler, whichever thread it runs on, writes the signal number there, ``poll`` returns and
 the interpreter runs the Python handler on the main thread at once. The wait is also bounded
 (:data:`POLL_S`), so a wake-up byte that could not be written (a full socket) delays a signal
-by at most that long.
+by at most that long. The start waits for the default voice in timed steps and asks whether a
+stop came (``service.start(cancelled)``), so a stop during a long load takes effect too.
 """
 
 from __future__ import annotations
@@ -68,9 +69,11 @@ def _wakeup_socket() -> Iterator[socket.socket]:
 def _wait(reader: socket.socket, timeout: float) -> None:
     """Block until a signal came (on any thread) or ``timeout`` passed; drain the socket.
 
-    Returning to Python code is what lets the interpreter run the handlers."""
-    readable, _, _ = select.select([reader], [], [], timeout)
-    if readable:
+    Returning to Python code is what lets the interpreter run the handlers. ``poll``, not
+    ``select``: the socket's descriptor may be above ``FD_SETSIZE`` in a busy process."""
+    poller = select.poll()
+    poller.register(reader, select.POLLIN)
+    if poller.poll(timeout * 1000):
         with contextlib.suppress(BlockingIOError, InterruptedError):
             while reader.recv(256):
                 pass
