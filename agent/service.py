@@ -211,6 +211,7 @@ class AgentService:
         try:
             voice = self.voices.get(None)
             log.info("default_voice_ready", voice=voice.name, version=voice.version)
+            self.worker.note_voice(voice)  # health says how it plays from READY on
         except (VoiceNotFound, VoiceLoadError) as exc:
             log.error("default_voice_unavailable", error=str(exc))
         # Before the dispatcher runs: answer (or queue again) what an earlier run left unfinished.

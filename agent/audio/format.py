@@ -53,6 +53,10 @@ class AudioChunk:
     """How to interpret :attr:`audio`."""
     text: str = field(default="", compare=False)
     """The text this chunk speaks (a sentence or clause), for logs and events."""
+    ends_sentence: bool = field(default=True, compare=False)
+    """False for a decoder window that more of the same sentence follows (a streamed first
+    sentence, :mod:`agent.voice.streaming`); the player may wait for the rest before it
+    plays (:mod:`agent.pipeline.buffering`)."""
 
     def __post_init__(self) -> None:
         if len(self.audio) % self.format.frame_bytes:
@@ -69,11 +73,13 @@ class AudioChunk:
         return self.format.seconds(len(self.audio))
 
     @classmethod
-    def from_float(cls, samples: np.ndarray, rate: int, text: str = "") -> AudioChunk:
+    def from_float(cls, samples: np.ndarray, rate: int, text: str = "", *,
+                   ends_sentence: bool = True) -> AudioChunk:
         """Mono float audio in [-1, 1] to a 16-bit chunk (clipped, not wrapped)."""
         clipped = np.clip(np.asarray(samples, dtype=np.float32).reshape(-1), -1.0, 1.0)
         pcm = (clipped * 32767.0).astype("<i2")
-        return cls(pcm.tobytes(), AudioFormat(rate=rate, width=2, channels=1), text)
+        return cls(pcm.tobytes(), AudioFormat(rate=rate, width=2, channels=1), text,
+                   ends_sentence)
 
     def samples(self) -> np.ndarray:
         """The PCM as an int16 array of shape (frames, channels)."""

@@ -149,6 +149,10 @@ class LoadedVoice(TypedDict):
     sample_rate: int
     streaming: dict[str, float] | None
     """The streamed first sentence's window figures; ``None`` when the voice decodes whole."""
+    session_cache: Literal["hit", "stored", "unsaved", "off"]
+    """What the optimised-model cache did when the voice loaded: ``hit`` (nothing built or
+    measured: a fast start), ``stored`` (built now, saved for the next start), ``unsaved``
+    (built, could not be saved), ``off`` (no cache for it). docs/operations.md, "First boot"."""
     signed_by: str | None
     """The id of the trusted key that signed the voice in service (docs/voices.md); ``None``
     when it is unsigned or no ``models.trusted_keys`` are configured."""
@@ -189,6 +193,12 @@ class AudioSection(TypedDict):
     volume: float
     volume_control: "VolumeControl"
     alive: bool
+    buffering: Literal["stream", "sentence"]
+    """How sentences reach the player (docs/operations.md, "Slow boards"): ``stream`` as audio
+    comes, ``sentence`` each one whole once synthesized (the voice's warm-up ran slower than
+    real time on this board: speech starts late, never cut inside a sentence)."""
+    buffering_reason: str | None
+    """Why: the voice and the real-time factor its warm-up measured."""
 
 
 class MqttSection(TypedDict):

@@ -391,7 +391,8 @@ class VoiceLibrary:
         voices = [
             {"voice": v.name, "version": v.version, "variant": v.variant, "sha256": v.sha256,
              "loaded_at": v.loaded_at, "provider": v.provider, "sample_rate": v.sample_rate,
-             "streaming": v.streaming, "signed_by": self.signed_by(v),
+             "streaming": v.streaming, "session_cache": v.engine.cache,
+             "signed_by": self.signed_by(v),
              "problems": self._validator.problems(v) + self._unserved.problems(v.name)}
             for v in self.loaded()
         ]

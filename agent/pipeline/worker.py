@@ -15,6 +15,10 @@ first, a ``stop`` can clear it and a job whose deadline passes is answered ``exp
 full play queue never fails a request: it holds the worker back, the job queue fills, and the
 job queue's bound refuses new requests (``busy``, before ``accepted``).
 
+Buffering (:mod:`agent.pipeline.buffering`): on a board where the voice synthesizes slower
+than real time (or when ``audio.buffering`` says so), each sentence is handed to the player
+whole, never in decoder windows, so speech starts later but is never cut inside a sentence.
+
 The final event of a job comes from the player (finished / interrupted / expired / failed),
 or from the worker through its :class:`Reporter` when the job never reached the player
 (expired before synthesis, unknown voice, unspeakable text, player closed). The reporter is
@@ -33,6 +37,7 @@ from typing import Literal, Protocol
 from agent.audio.format import AudioChunk, AudioFormat
 from agent.audio.item import PlayItem
 from agent.logs import bind_request, get_logger
+from agent.pipeline.buffering import Buffering, BufferingSetting, choose_buffering, whole_sentences
 from agent.pipeline.jobs import JobQueue, SpeakJob
 from agent.pipeline.phrase_cache import PhraseCache, cached_synthesis
 from agent.voice.voice import Voice
@@ -102,8 +107,12 @@ class SynthesisWorker:
     def __init__(self, jobs: JobQueue, voices: VoiceSource, player: Player,
                  reporter: Reporter, *, item_buffer_s: float = 30.0,
                  phrase_cache: PhraseCache | None = None,
-                 on_thread_start: Callable[[], None] | None = None) -> None:
+                 on_thread_start: Callable[[], None] | None = None,
+                 buffering: BufferingSetting = "auto") -> None:
         self.jobs = jobs
+        self.buffering_setting: BufferingSetting = buffering
+        self.buffering = Buffering("sentence" if buffering == "sentence" else "stream")
+        """How the last voice used (or :meth:`note_voice`'s) hands its audio to the player."""
         self.phrase_cache = phrase_cache
         self.on_thread_start = on_thread_start
         self.voices = voices
@@ -132,6 +141,16 @@ class SynthesisWorker:
     @property
     def alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
+
+    def note_voice(self, voice: Voice) -> Buffering:
+        """Choose (and log, when it changes) how ``voice``'s audio reaches the player; the
+        answer is :attr:`buffering` until another voice is used. Any thread."""
+        chosen = choose_buffering(voice, self.buffering_setting)
+        if chosen != self.buffering:
+            log.info("playback_buffering", voice=voice.name, mode=chosen.mode,
+                     realtime_factor=chosen.realtime_factor, reason=chosen.reason)
+        self.buffering = chosen
+        return chosen
 
     # -- synthesis thread -----------------------------------------------------------------
 
@@ -201,6 +220,8 @@ class SynthesisWorker:
             except Exception as exc:  # VoiceNotFound, VoiceLoadError, TextError
                 self.reporter.finish(job.request_id, "failed", reason=str(exc))
                 return
+            if self.note_voice(voice).mode == "sentence":
+                chunks = whole_sentences(iter(chunks))
             self.reporter.note(job.request_id, voice=voice.name, version=voice.version)
             item = PlayItem(
                 job.request_id, priority=job.priority,

@@ -27,13 +27,14 @@ import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from agent.hardware.runtime import GraphOptimization, Provider, RuntimeOptions
 from agent.logs import get_logger
 
 __all__ = [
     "ORT_PROVIDER_NAMES",
+    "CacheOutcome",
     "ProviderError",
     "build_session_options",
     "create_session",
@@ -54,6 +55,13 @@ _OPT_LEVELS: dict[GraphOptimization, str] = {
     "extended": "ORT_ENABLE_EXTENDED",
     "all": "ORT_ENABLE_ALL",
 }
+
+
+CacheOutcome = Literal["hit", "stored", "unsaved", "off"]
+"""What the optimised-model cache did for a session: ``hit`` (read from it, nothing built),
+``stored`` (built and saved for the next start), ``unsaved`` (built, the save failed), ``off``
+(no cache for this session: no cache directory, no sha256, graph optimisation off or a GPU
+provider)."""
 
 
 class ProviderError(RuntimeError):
@@ -121,7 +129,9 @@ def plan_providers(
 def create_session(model_path: Path, runtime: RuntimeOptions,
                    model_sha256: str | None = None, *, part: str = "",
                    graph: Callable[[], bytes] | None = None,
-                   before_reading: Callable[[], object] | None = None) -> tuple[Any, str]:
+                   before_reading: Callable[[], object] | None = None,
+                   on_cache: Callable[[CacheOutcome], object] | None = None
+                   ) -> tuple[Any, str]:
     """Load ``model_path`` into an ``InferenceSession``; returns it and the provider in use
     (onnxruntime's name, e.g. ``CPUExecutionProvider``).
 
@@ -139,7 +149,8 @@ def create_session(model_path: Path, runtime: RuntimeOptions,
     read it with graph optimisation off, which makes session creation several times faster. The
     cache key covers the model's sha256, the onnxruntime version, the optimisation level and the
     CPU's instruction-set flags (the saved graph may use CPU-specific layouts). A cached file that
-    fails to load is deleted and the original model is loaded instead.
+    fails to load is deleted and the original model is loaded instead. ``on_cache`` is told
+    what the cache did (:data:`CacheOutcome`).
     """
     import onnxruntime as ort
 
@@ -148,6 +159,7 @@ def create_session(model_path: Path, runtime: RuntimeOptions,
         log.warning("onnx_provider_unavailable", detail=note)
     cached = _optimized_cache_path(runtime, model_sha256, plan, ort.__version__, part)
     session = _load_cached(cached, runtime, plan) if cached is not None else None
+    outcome: CacheOutcome = "off" if cached is None else "hit"
     if session is None:
         save_to = data_name = None
         if cached is not None:
@@ -165,7 +177,18 @@ def create_session(model_path: Path, runtime: RuntimeOptions,
         session = ort.InferenceSession(source, sess_options=build_session_options(runtime),
                                        providers=plan)
         if cached is not None and save_to is not None and data_name is not None:
-            _publish_cached(save_to, cached, data_name)
+            outcome = "stored" if _publish_cached(save_to, cached, data_name) else "unsaved"
+    if on_cache is not None:
+        on_cache(outcome)
+    used = _provider_in_use(session, runtime, model_path)
+    log.info("onnx_session_created", model=str(model_path), part=part or "whole",
+             provider=used, **runtime.describe())
+    return session, used
+
+
+def _provider_in_use(session: Any, runtime: RuntimeOptions, model_path: Path) -> str:
+    """The provider ``session`` runs on; a fallback from the one wanted is logged, or raises
+    :class:`ProviderError` when ``runtime.require_provider`` is set."""
     used = session.get_providers()
     first_wanted = ORT_PROVIDER_NAMES[runtime.providers[0]]
     if used[0] != first_wanted:
@@ -173,9 +196,7 @@ def create_session(model_path: Path, runtime: RuntimeOptions,
         if runtime.require_provider:
             raise ProviderError(f"{model_path}: {detail}")
         log.warning("onnx_provider_fallback", model=str(model_path), detail=detail)
-    log.info("onnx_session_created", model=str(model_path), part=part or "whole",
-             provider=used[0], **runtime.describe())
-    return session, used[0]
+    return str(used[0])
 
 
 _CACHE_KEEP = 8
@@ -239,7 +260,7 @@ def _load_cached(cached: Path, runtime: RuntimeOptions, plan: list[Any]) -> Any:
     return session
 
 
-def _publish_cached(saved: Path, cached: Path, data_name: str) -> None:
+def _publish_cached(saved: Path, cached: Path, data_name: str) -> bool:
     """Move onnxruntime's freshly saved graph into place and keep the cache small. The graph's
     weights are already in ``data_name`` (named inside the graph); data files of the entry this
     one replaces are deleted (a process still reading one keeps it until it closes it)."""
@@ -249,7 +270,7 @@ def _publish_cached(saved: Path, cached: Path, data_name: str) -> None:
         log.warning("onnx_optimized_cache_write_failed", file=str(cached), error=str(exc))
         saved.unlink(missing_ok=True)
         (cached.parent / data_name).unlink(missing_ok=True)
-        return
+        return False
     for stale in cached.parent.glob(f"{cached.stem}-*.data"):
         if stale.name != data_name:
             stale.unlink(missing_ok=True)
@@ -257,6 +278,7 @@ def _publish_cached(saved: Path, cached: Path, data_name: str) -> None:
     entries = sorted(cached.parent.glob("*.onnx"), key=lambda p: p.stat().st_mtime, reverse=True)
     for old in entries[_CACHE_KEEP:]:
         _remove_entry(old)
+    return True
 
 
 def _remove_entry(cached: Path) -> None:

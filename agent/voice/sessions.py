@@ -20,7 +20,7 @@ from agent.hardware.runtime import RuntimeOptions
 from agent.logs import get_logger
 from agent.voice.bundle import BundleError
 from agent.voice.memory import trim_heap
-from agent.voice.onnx_session import build_session_options, create_session
+from agent.voice.onnx_session import CacheOutcome, build_session_options, create_session
 from agent.voice.split import DECODE_INPUT, LATENT_INPUT, DecoderGraph, SplitError, split_model
 from agent.voice.streaming import exact_pad
 
@@ -58,6 +58,9 @@ class VoiceSession:
     """Audio samples per latent frame (split only)."""
     pad: int | None = None
     """Latent frames of context that make windowed decoding exact; None = do not window."""
+    cache: CacheOutcome = "off"
+    """What the optimised-model cache did at load: ``hit`` = nothing was built or measured
+    (``tts-agent prepare`` fills the cache before a first start)."""
 
     def audio(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
         """Mono float audio of a whole sentence."""
@@ -100,9 +103,10 @@ def open_session(model_path: Path, runtime: RuntimeOptions, model_sha256: str | 
             log.info("voice_not_split", model=str(model_path), reason=str(exc))
         except Exception as exc:  # onnx/onnxruntime raise their own types
             log.warning("voice_split_failed", model=str(model_path), error=repr(exc))
+    outcome: list[CacheOutcome] = []
     session, provider = create_session(model_path, runtime, model_sha256=model_sha256,
-                                       before_reading=before_reading)
-    return VoiceSession(session, provider)
+                                       before_reading=before_reading, on_cache=outcome.append)
+    return VoiceSession(session, provider, cache=outcome[-1] if outcome else "off")
 
 
 def _split_session(model_path: Path, runtime: RuntimeOptions, model_sha256: str | None,
@@ -114,8 +118,9 @@ def _split_session(model_path: Path, runtime: RuntimeOptions, model_sha256: str 
         built.append(True)
         return split_model(model_path, _measure, max_bytes=max_bytes)
 
+    outcome: list[CacheOutcome] = []
     session, provider = create_session(model_path, runtime, model_sha256, part=CACHE_PART,
-                                       graph=build)
+                                       graph=build, on_cache=outcome.append)
     if built:  # the graph copies made while building it are garbage now: give them back
         trim_heap()
     names = {i.name: i for i in session.get_inputs()}
@@ -127,7 +132,8 @@ def _split_session(model_path: Path, runtime: RuntimeOptions, model_sha256: str 
     if not all(isinstance(d, int) for d in frame_shape):
         raise SplitError(f"cached graph's latent has no fixed frame shape: {frame_shape}")
     voice = VoiceSession(session, provider, split=True, frame_shape=frame_shape,
-                         hop=int(hop_text), pad=None if pad_text == "none" else int(pad_text))
+                         hop=int(hop_text), pad=None if pad_text == "none" else int(pad_text),
+                         cache=outcome[-1] if outcome else "off")
     log.info("voice_split", model=str(model_path), pad=voice.pad, hop=voice.hop)
     return voice
 

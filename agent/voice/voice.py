@@ -119,7 +119,8 @@ class Voice:
         self.loaded_at = time.time()
         log.info("voice_loaded", voice=self.name, version=self.version, variant=self.variant,
                  provider=self.provider, load_s=round(self.load_s, 3),
-                 warmup_s=round(self.warmup_s, 3), streaming=self.streaming)
+                 warmup_s=round(self.warmup_s, 3), streaming=self.streaming,
+                 session_cache=self.engine.cache)
 
     @classmethod
     def load(cls, bundle_dir: Path, options: VoiceOptions | None = None) -> Voice:

@@ -1,0 +1,88 @@
+"""``tts-agent prepare``: fill the cache a start reads, so a first start is as fast as later ones.
+
+A voice's first load builds what every later load reads from the optimised-model cache
+(``<cache.dir>/ort``, :mod:`agent.voice.onnx_session`): onnxruntime's optimised graph and, for
+a voice that streams, the switchable graph with its measured decoder padding
+(:mod:`agent.voice.sessions`). That is much slower than a load from the cache. This command
+loads each installed voice exactly as ``tts-agent run`` would with the same settings file (the
+same hardware profile, variant, onnxruntime options and cache directory, so the very cache key
+the daemon will look up), which stores those files; the daemon's first start then finds them.
+
+``./build.sh`` runs it for the checkout and ``./build.sh install`` for the installed service
+(with ``/etc/tts-agent/agent.toml``). Run it again after changing the hardware profile or the
+voices by hand; it is quick when the cache is already filled. One line per voice on stdout; a
+voice that cannot be loaded or whose files cannot be stored is one error line and exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from agent.commands import CommandError, add_config_argument, settings_from_args
+
+if TYPE_CHECKING:
+    from agent.voice.voice import Voice
+
+_SAID = {
+    "hit": "ready (already in the cache)",
+    "stored": "ready (built and stored in the cache)",
+    "off": "loaded (nothing to cache for it: a GPU provider or graph optimisation off)",
+}
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "prepare", help="build the installed voices' optimised graphs into cache.dir, so the "
+                        "agent's first start is as fast as later ones (build.sh runs it)",
+        description="Load every installed voice (or those named with --voice) as `tts-agent "
+                    "run` would with the same settings, storing what a start needs in "
+                    "<cache.dir>/ort. Exit 0 when each one is ready, 1 when one is not.",
+    )
+    add_config_argument(parser)
+    parser.add_argument("--voice", action="append", metavar="NAME",
+                        help="prepare this voice only (repeatable; default: every installed one)")
+    parser.set_defaults(handler=prepare)
+
+
+def prepare(args: argparse.Namespace) -> int:
+    from agent.hardware.effective import profile_or_reason
+    from agent.library.options import ORT_CACHE_SUBDIR
+    from agent.library.voices import VoiceLibrary, VoiceNotFound
+    from agent.voice.voice import VoiceLoadError
+
+    settings = settings_from_args(args)
+    profile, _why = profile_or_reason(settings)  # as `tts-agent run` resolves it
+    voices = VoiceLibrary.for_settings(settings, profile=profile)
+    names: list[str] = args.voice or voices.names()
+    if not names:
+        raise CommandError(f"no voices installed in {settings.models.dir}", status=1)
+    cache_dir = settings.cache.dir / ORT_CACHE_SUBDIR
+    problems: list[str] = []
+    try:
+        for name in names:
+            try:
+                voice = voices.get(name)
+            except VoiceNotFound as exc:
+                raise CommandError(str(exc), status=2) from None
+            except VoiceLoadError as exc:
+                problems.append(f"{name}: cannot be loaded: {exc}")
+                continue
+            line = _describe(voice, str(cache_dir))
+            if voice.engine.cache == "unsaved":
+                problems.append(line)
+            else:
+                print(line, flush=True)
+    finally:
+        voices.close()
+    if problems:
+        raise CommandError("\n".join(problems), status=1)
+    return 0
+
+
+def _describe(voice: Voice, cache_dir: str) -> str:
+    said = _SAID.get(voice.engine.cache) or (
+        f"built, but it could not be stored in {cache_dir} (see the log): the agent builds it "
+        "again at its start")
+    where = f" in {cache_dir}" if voice.engine.cache in ("hit", "stored") else ""
+    return f"{voice.name} {voice.version} ({voice.variant}): {said}{where}"

@@ -1,0 +1,91 @@
+"""When playback of a request may start: as audio comes, or a whole sentence at a time.
+
+A voice that streams (:mod:`agent.voice.streaming`) hands a request's first sentence to the
+player in decoder windows, so its start plays while the rest is decoded. That only works when
+the board synthesizes faster than real time: on a slower one every window is played before the
+next is ready, and the player fills the wait with silence, inside the sentence. There the
+worker holds each sentence back until it is whole (:func:`whole_sentences`) and hands it over
+in one piece: the speech starts later and waits between sentences, but a sentence is never
+cut into pieces.
+
+:func:`choose_buffering` decides per voice: ``auto`` (the daemon's) picks ``sentence`` when
+the voice's warm-up at load (one short inference, :attr:`agent.voice.voice.Voice.warmup_s`)
+took longer than the audio it made (``warmup_audio_s``), that is a real-time factor above
+:data:`SLOW_RTF`, else ``stream``; ``stream`` and ``sentence`` force a mode (tests, tools).
+The health report's ``audio.buffering`` and ``audio.buffering_reason`` say which is in force.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from agent.audio.format import AudioChunk
+
+if TYPE_CHECKING:
+    from agent.voice.voice import Voice
+
+__all__ = ["SLOW_RTF", "Buffering", "BufferingMode", "BufferingSetting", "choose_buffering",
+           "whole_sentences"]
+
+BufferingMode = Literal["stream", "sentence"]
+BufferingSetting = Literal["auto", "stream", "sentence"]
+SLOW_RTF = 1.0
+"""Above this real-time factor at the warm-up (compute time over audio time), ``auto`` plays
+whole sentences."""
+
+
+@dataclass(frozen=True, slots=True)
+class Buffering:
+    """How a voice's audio is handed to the player, and why (for health and logs)."""
+
+    mode: BufferingMode
+    reason: str | None = None
+    """Why: the warm-up's speed (or a forced mode); None before any voice is known."""
+    voice: str | None = None
+    realtime_factor: float | None = None
+    """The voice's warm-up compute time over the audio it made (> 1: slower than real time)."""
+
+
+def warmup_rtf(voice: Voice) -> float | None:
+    """The real-time factor the voice's warm-up measured; None when it made no audio."""
+    audio_s = float(getattr(voice, "warmup_audio_s", 0.0) or 0.0)
+    return voice.warmup_s / audio_s if audio_s > 0 else None
+
+
+def choose_buffering(voice: Voice, setting: BufferingSetting) -> Buffering:
+    """The buffering for ``voice``; ``setting`` ``auto`` follows its warm-up's speed."""
+    rtf = warmup_rtf(voice)
+    shown = None if rtf is None else round(rtf, 3)
+    if setting != "auto":
+        return Buffering(setting, f"{setting} buffering forced", voice.name, shown)
+    if rtf is not None and rtf > SLOW_RTF:
+        return Buffering("sentence", (
+            f"voice {voice.name} synthesized its warm-up at {rtf:.2f}x real time on this board "
+            "(slower than it plays): each sentence is synthesized whole before it plays"),
+            voice.name, shown)
+    return Buffering("stream", None if rtf is None else (
+        f"voice {voice.name} synthesized its warm-up at {rtf:.2f}x real time"), voice.name, shown)
+
+
+def whole_sentences(chunks: Iterator[AudioChunk]) -> Iterator[AudioChunk]:
+    """``chunks`` with each sentence's decoder windows joined into one chunk, yielded once the
+    sentence is complete (:attr:`AudioChunk.ends_sentence`); the samples are the same."""
+    parts: list[AudioChunk] = []
+    for chunk in chunks:
+        parts.append(chunk)
+        if chunk.ends_sentence:
+            yield _joined(parts)
+            parts = []
+    if parts:  # a producer that ended inside a sentence: what it made still plays
+        yield _joined(parts)
+
+
+def _joined(parts: list[AudioChunk]) -> AudioChunk:
+    if len(parts) == 1:
+        return parts[0]
+    fmt = parts[0].format
+    if any(p.format != fmt for p in parts):
+        raise ValueError("a sentence's chunks changed format")
+    return AudioChunk(b"".join(p.audio for p in parts), fmt, parts[0].text)
