@@ -7,11 +7,12 @@
 #
 # install:   apt runtime packages, a virtual environment under PREFIX with the agent and the
 #            voice package (pip), the voice laid out in /var/lib/tts-agent/models, the unit in
-#            /etc/systemd/system, /etc/tts-agent/agent.toml (only if absent) and an empty
-#            /etc/tts-agent/mqtt-password credential (only if absent); then daemon-reload,
-#            enable and (re)start when systemd runs the machine.
-# uninstall: stop and disable, then remove all of that. An edited agent.toml and a non-empty
-#            mqtt-password are kept unless --purge.
+#            /etc/systemd/system, /etc/tts-agent/agent.toml (only if absent), an empty
+#            /etc/tts-agent/mqtt-password (only if absent) and the link to it that the unit's
+#            optional credential reads, /etc/credstore/tts-agent.mqtt-password; then
+#            daemon-reload, enable and (re)start when systemd runs the machine.
+# uninstall: stop and disable, then remove all of that. An edited agent.toml, a non-empty
+#            mqtt-password and a password of your own in /etc/credstore are kept unless --purge.
 #
 # Options:
 #   --destdir DIR   stage everything under DIR instead of / (packaging and tests; never calls
@@ -83,6 +84,8 @@ parse_args() {
   CONF_DIR="/etc/tts-agent"
   STATE_DIR="/var/lib/tts-agent"
   CACHE_DIR="/var/cache/tts-agent"
+  CREDSTORE="/etc/credstore"
+  CREDENTIAL="tts-agent.mqtt-password"
 }
 
 systemd_running() { [ -z "$DESTDIR" ] && [ -d /run/systemd/system ]; }
@@ -210,6 +213,23 @@ install_files() {
     (umask 077 && : > "$ROOT$CONF_DIR/mqtt-password")
     note "created an empty $CONF_DIR/mqtt-password (mode 0600) for the MQTT password"
   fi
+  link_credential
+}
+
+link_credential() {
+  # The unit's LoadCredential= names a credential, not a path: systemd finds it in its
+  # credential store and starts the service without it when it is missing. The store's entry
+  # links to the file administrators edit, so that file may be absent too.
+  local link="$ROOT$CREDSTORE/$CREDENTIAL" target="$CONF_DIR/mqtt-password"
+  install -d -m 0700 "$ROOT$CREDSTORE"
+  if [ -L "$link" ] && [ "$(readlink "$link")" = "$target" ]; then
+    return 0
+  fi
+  if [ -e "$link" ] || [ -L "$link" ]; then
+    note "keeping $CREDSTORE/$CREDENTIAL: it is not a link to $target, so it is the password"
+    return 0
+  fi
+  ln -s "$target" "$link"
 }
 
 check_config() {
@@ -279,6 +299,15 @@ remove_config() {
     fi
   fi
   rmdir "$ROOT$CONF_DIR" 2>/dev/null || true
+  local link="$ROOT$CREDSTORE/$CREDENTIAL"
+  if [ -L "$link" ] && [ "$(readlink "$link")" = "$CONF_DIR/mqtt-password" ]; then
+    rm -f "$link"
+  elif { [ -e "$link" ] || [ -L "$link" ]; } && [ "$PURGE" -eq 1 ]; then
+    rm -f "$link"
+  elif [ -e "$link" ] || [ -L "$link" ]; then
+    note "keeping $CREDSTORE/$CREDENTIAL (--purge removes it)"
+  fi
+  rmdir "$ROOT$CREDSTORE" 2>/dev/null || true
 }
 
 prune_empty_parents() {

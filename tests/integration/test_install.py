@@ -64,6 +64,10 @@ def test_install_lays_out_the_service_and_uninstall_leaves_nothing(tmp_path: Pat
     password = root / "etc/tts-agent/mqtt-password"
     assert password.read_bytes() == b""
     assert stat.S_IMODE(password.stat().st_mode) == 0o600
+    # The unit's optional credential: systemd's credential store links to that file.
+    credential = root / "etc/credstore/tts-agent.mqtt-password"
+    assert os.readlink(credential) == "/etc/tts-agent/mqtt-password"
+    assert stat.S_IMODE(credential.parent.stat().st_mode) == 0o700
     assert os.access(root / "opt/tts-agent/venv/bin/python", os.X_OK)
     assert (root / "opt/tts-agent/share/agent.toml.default").is_file()
     assert (root / "var/lib/tts-agent/models").is_dir()
@@ -89,6 +93,23 @@ def test_install_lays_out_the_service_and_uninstall_leaves_nothing(tmp_path: Pat
     # ...and --purge that too.
     result = install_sh("uninstall", "--destdir", str(root), "--purge")
     assert result.returncode == 0, result.stderr
+    assert everything_under(root) == []
+
+
+def test_a_password_in_the_credential_store_is_kept(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    store = root / "etc/credstore"
+    store.mkdir(parents=True, mode=0o700)
+    (store / "tts-agent.mqtt-password").write_text("from-the-store\n")
+    result = install_sh("install", "--destdir", str(root), "--no-pip")
+    assert result.returncode == 0, result.stderr
+    assert "keeping /etc/credstore/tts-agent.mqtt-password" in result.stderr
+    assert (store / "tts-agent.mqtt-password").read_text() == "from-the-store\n"
+    result = install_sh("uninstall", "--destdir", str(root))
+    assert result.returncode == 0, result.stderr
+    assert everything_under(root) == ["etc", "etc/credstore",
+                                      "etc/credstore/tts-agent.mqtt-password"]
+    assert install_sh("uninstall", "--destdir", str(root), "--purge").returncode == 0
     assert everything_under(root) == []
 
 
