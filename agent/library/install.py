@@ -59,9 +59,9 @@ class ImportRefused(Exception):
 
 
 def max_model_bytes(settings: Settings | None) -> int:
-    """The largest model file accepted (``models.max_model_bytes`` where the settings have it)."""
-    value = getattr(settings.models, "max_model_bytes", None) if settings is not None else None
-    return int(value) if isinstance(value, int) and value > 0 else DEFAULT_MAX_MODEL_BYTES
+    """The largest bundle file accepted: ``models.max_model_bytes`` (its default without
+    settings)."""
+    return settings.models.max_model_bytes if settings is not None else DEFAULT_MAX_MODEL_BYTES
 
 
 def import_voice(onnx_path: Path, models_dir: Path, *, version: str, source: str,
@@ -79,14 +79,14 @@ def import_voice(onnx_path: Path, models_dir: Path, *, version: str, source: str
                             "name (letters, digits, _ . + -)")
     if not NAME.match(version):
         raise ImportRefused(f"version {version!r} is not a plain name (letters, digits, _ . + -)")
-    voice_dir = models_dir / voice
+    voice_dir, limit = models_dir / voice, max_model_bytes(settings)
     layout = _layout(voice_dir)
     models_dir.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{voice}-import-",
                                  dir=voice_dir if layout != "absent" else models_dir))
     try:
         _build(work, onnx_path, config_path, voice=voice, version=version, source=source,
-               variant=variant, limit=max_model_bytes(settings))
+               variant=variant, limit=limit)
         existing = _installed_version(voice_dir, layout, version)
         if existing is not None:
             _same_or_refuse(existing, work, voice, version, variant)
@@ -108,7 +108,7 @@ def import_voice(onnx_path: Path, models_dir: Path, *, version: str, source: str
                                   remove_on_failure=layout == "absent")
         if result.outcome == "rejected":
             raise ImportRefused(f"{voice} {version}: imported but rejected: {result.reason}")
-    return verify_bundle(target)
+    return verify_bundle(target, max_file_bytes=limit)
 
 
 def _layout(voice_dir: Path) -> str:
@@ -117,6 +117,9 @@ def _layout(voice_dir: Path) -> str:
         st = voice_dir.lstat()
     except FileNotFoundError:
         return "absent"
+    if stat.S_ISLNK(st.st_mode):
+        raise ImportRefused(f"{voice_dir} is a symbolic link: import into the directory it "
+                            "names (--models-dir), or make it a directory")
     if not stat.S_ISDIR(st.st_mode):
         raise ImportRefused(f"{voice_dir} exists and is not a directory: move it away first")
     if os.path.lexists(voice_dir / CURRENT):
@@ -148,7 +151,7 @@ def _build(work: Path, onnx_path: Path, config_path: Path, *, voice: str, versio
                    variants={variant: model_name}, config=config_name, source=source)
     work.chmod(0o755)
     try:
-        verify_bundle(work)
+        verify_bundle(work, max_file_bytes=limit)
     except BundleError as exc:
         raise ImportRefused(f"{onnx_path}: changed while it was copied: {one_line(exc)}") from exc
 

@@ -15,14 +15,14 @@ import os
 import stat
 from pathlib import Path
 
-from agent.voice.bundle import Bundle, BundleError, verify_bundle
+from agent.voice.bundle import DEFAULT_MAX_FILE_BYTES, Bundle, BundleError, verify_bundle
 from agent.voice.voice import REQUIRED_INPUTS, VoiceConfig, VoiceLoadError
 
 __all__ = ["DEFAULT_MAX_MODEL_BYTES", "NotAPiperVoice", "check_bundle", "check_config",
            "check_model"]
 
-DEFAULT_MAX_MODEL_BYTES = 256 << 20
-"""Largest model accepted when the settings name no bound (``models.max_model_bytes``)."""
+DEFAULT_MAX_MODEL_BYTES = DEFAULT_MAX_FILE_BYTES
+"""Largest model accepted without settings (``models.max_model_bytes``' default)."""
 _MAGIC = ((b"RIFF", "a WAV file"), (b"<", "an HTML or XML page"), (b"PK\x03\x04", "a zip archive"),
           (b"\x1f\x8b", "a gzip archive"), (b"{", "a JSON file"))
 
@@ -103,7 +103,7 @@ def check_bundle(bundle_dir: Path, *, max_bytes: int = DEFAULT_MAX_MODEL_BYTES) 
     """Every file of the bundle against its manifest (size, sha256), then the config and each
     variant's model as above. Raises :class:`NotAPiperVoice`."""
     try:
-        bundle = verify_bundle(bundle_dir)
+        bundle = verify_bundle(bundle_dir, max_file_bytes=max_bytes)
     except BundleError as exc:
         raise NotAPiperVoice(one_line(exc)) from exc
     config = check_config(bundle.config_path, bundle.sample_rate)
