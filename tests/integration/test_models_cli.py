@@ -361,3 +361,17 @@ def test_import_with_activate_of_a_version_that_fails_its_warm_up(
     assert os.readlink(staged / VOICE / "current") == "1.1.0"
     assert os.readlink(staged / VOICE / "previous") == "1.0.0"
     assert verify_bundle(staged / VOICE / "1.2.0").version == "1.2.0"
+
+
+def test_import_follows_the_size_setting(staged: Path, tmp_path: Path) -> None:
+    source = new_model(tmp_path / "dl")
+    os.truncate(source, (2 << 20))  # sparse
+    env_bound = {"TTS_AGENT_MODELS__MAX_MODEL_BYTES": str(1 << 20)}
+    result = subprocess.run(
+        [sys.executable, "-m", "agent", "models", "import", str(source), "--version", "9.0.0"],
+        capture_output=True, text=True, timeout=120, check=False,
+        env={**{k: v for k, v in os.environ.items() if not k.startswith("TTS_AGENT_")},
+             "TTS_AGENT_MODELS__DIR": str(staged), **env_bound})
+    assert result.returncode == 2
+    assert f"larger than the {1 << 20} bytes allowed" in one_error_line(result)
+    assert not (staged / VOICE / "9.0.0").exists()
