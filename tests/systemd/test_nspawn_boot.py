@@ -79,6 +79,8 @@ def machine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[nspawn.Machine
         yield box
     finally:
         box.poweroff()
+        # The copy is about a gigabyte; the console log next to it stays for a post-mortem.
+        nspawn.run(["rm", "-rf", "--one-file-system", str(root)], check=False)
 
 
 def show(box: nspawn.Machine, *properties: str) -> dict[str, str]:
@@ -125,6 +127,17 @@ def test_install_starts_the_service_active_running(machine: nspawn.Machine) -> N
     status = machine.sh(f"systemctl status --no-pager {UNIT}", check=False).stdout
     assert "active (running)" in status
     assert machine.sh(f"systemctl is-enabled {UNIT}").stdout.strip() == "enabled"
+
+
+def test_the_first_start_read_what_install_prepared(machine: nspawn.Machine) -> None:
+    # #19 item 4: install ran `tts-agent prepare` with the unit's settings file, so the
+    # service's first start (DynamicUser, the cache moved under /var/cache/private) found the
+    # very cache key it looks up and built nothing.
+    log = journal(machine)
+    loaded = [json.loads(line) for line in log.splitlines()
+              if line.startswith("{") and '"voice_loaded"' in line]
+    assert loaded and {e["session_cache"] for e in loaded} == {"hit"}, log[-3000:]
+    assert "decoder_window_measured" not in log and "onnx_optimized_cache_stored" not in log
 
 
 def test_it_starts_without_a_password_file(machine: nspawn.Machine) -> None:
