@@ -25,22 +25,29 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
-import stat
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from agent.fsutil import atomic_write
-from agent.voice.files import UnsafeFileError, file_kind, hash_handle, open_regular, read_exact
-from agent.voice.graph_scan import GraphScanError, ModelFacts, scan_model
+from agent.voice.bundle_files import (
+    MAX_BUNDLE_ENTRIES,
+    SAFE_NAME,
+    BundleError,
+    check_bundle_dir,
+    check_entry,
+    reading,
+    staged_target,
+)
+from agent.voice.files import UnsafeFileError, hash_handle, open_regular, pinned_path, read_exact
+from agent.voice.graph_scan import ModelFacts, scan_model
 
 __all__ = [
-    "DEFAULT_MAX_FILE_BYTES", "MANIFEST_NAME", "Bundle", "BundleError", "ModelFacts",
-    "check_model", "check_sha256", "read_bundle", "read_manifest",
+    "DEFAULT_MAX_FILE_BYTES", "MANIFEST_NAME", "MAX_BUNDLE_ENTRIES", "Bundle", "BundleError",
+    "ModelFacts", "check_model", "check_sha256", "opened_model", "read_bundle", "read_manifest",
     "read_verified", "resolve_bundle_dir", "sha256_file", "verify_bundle", "write_manifest",
 ]
 
@@ -51,13 +58,6 @@ DEFAULT_MAX_FILE_BYTES = 256 << 20
 """Largest bundle file read (``models.max_model_bytes``' default): a quarter of the shipped
 unit's ``MemoryMax``, since onnxruntime and the first split of a streaming voice hold the model
 more than once."""
-MAX_BUNDLE_ENTRIES = 256
-"""Entries a bundle directory may have (it needs a handful)."""
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$")
-
-
-class BundleError(Exception):
-    """A bundle is missing, malformed or does not match its manifest."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,50 +104,13 @@ def resolve_bundle_dir(voice_dir: Path) -> Path:
     current = voice_dir / "current"
     if not os.path.lexists(current):
         return voice_dir
-    if _staged_target(voice_dir, current) is None:
+    if staged_target(voice_dir, current) is None:
         return current
     return current.resolve()
 
 
-def _staged_target(voice_dir: Path, link: Path) -> Path | None:
-    """The version directory ``link`` names, or None unless it is a link to a plain-named,
-    real directory in ``voice_dir``."""
-    try:
-        target = os.readlink(link)
-    except OSError:
-        return None
-    if not _SAFE_NAME.match(target) or target in (".", ".."):
-        return None
-    try:
-        mode = (voice_dir / target).lstat().st_mode
-    except OSError:
-        return None
-    return voice_dir / target if stat.S_ISDIR(mode) else None
-
-
-def _check_dir(bundle_dir: Path) -> None:
-    """Refuse a bundle directory that is a bad ``current`` link or holds a symbolic link."""
-    if bundle_dir.name == "current" and bundle_dir.is_symlink():
-        raise BundleError(f"{bundle_dir}: must be a symbolic link to a version directory inside "
-                          f"{bundle_dir.parent} (points at {os.readlink(bundle_dir)!r})")
-    try:
-        with os.scandir(bundle_dir) as entries:
-            for count, entry in enumerate(entries):
-                if count >= MAX_BUNDLE_ENTRIES:
-                    raise BundleError(f"{bundle_dir}: more than {MAX_BUNDLE_ENTRIES} entries")
-                if entry.is_symlink():
-                    raise BundleError(f"{entry.path}: a symbolic link; a bundle holds regular "
-                                      "files only")
-    except FileNotFoundError:
-        raise BundleError(f"{bundle_dir}: no such bundle directory") from None
-    except NotADirectoryError:
-        raise BundleError(f"{bundle_dir}: not a directory") from None
-    except OSError as exc:
-        raise BundleError(f"{bundle_dir}: unreadable: {exc}") from exc
-
-
 def _safe_file_name(name: Any) -> str:
-    if not isinstance(name, str) or not _SAFE_NAME.match(name) or name in (".", ".."):
+    if not isinstance(name, str) or not SAFE_NAME.match(name) or name in (".", ".."):
         raise BundleError(f"manifest names an unsafe file: {name!r}")
     return name
 
@@ -200,7 +163,7 @@ def read_bundle(bundle_dir: Path, variant: str | None = None, *,
     :attr:`Bundle.sha256` holds the manifest's values until :func:`check_sha256` has confirmed
     them (:func:`verify_bundle` does both; a voice hashes while onnxruntime loads). Nothing is
     read but the manifest."""
-    _check_dir(bundle_dir)
+    check_bundle_dir(bundle_dir)
     data = read_manifest(bundle_dir)
     wanted = set(data["files"])
     if variant is not None:
@@ -212,7 +175,7 @@ def read_bundle(bundle_dir: Path, variant: str | None = None, *,
     sizes: dict[str, int] = {}
     for name, entry in data["files"].items():
         if name in wanted:
-            hashes[name], sizes[name] = _check_entry(bundle_dir, name, entry, max_file_bytes)
+            hashes[name], sizes[name] = check_entry(bundle_dir, name, entry, max_file_bytes)
     for name in [data["config"], *data["variants"].values()]:
         if name in wanted and name not in hashes:
             raise BundleError(f"{bundle_dir / MANIFEST_NAME}: {name} has no sha256 entry")
@@ -229,57 +192,20 @@ def read_bundle(bundle_dir: Path, variant: str | None = None, *,
     )
 
 
-def _check_entry(bundle_dir: Path, name: str, entry: Any, limit: int) -> tuple[str, int]:
-    """The manifest's (sha256, size) of ``name``, once the file on disk is a regular file of
-    that size and the size is within ``limit`` (checked first: nothing is read)."""
-    manifest = bundle_dir / MANIFEST_NAME
-    if not isinstance(entry, dict) or not isinstance(entry.get("sha256"), str):
-        raise BundleError(f"{manifest}: bad entry for {name}")
-    size = entry.get("size")
-    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-        raise BundleError(f"{manifest}: {name} has no size (every read stops at it)")
-    path = bundle_dir / name
-    if size > limit:
-        raise BundleError(f"{path}: {size} bytes, above the limit of {limit} "
-                          "(models.max_model_bytes)")
-    with _reading(path):
-        st = path.lstat()
-    if not stat.S_ISREG(st.st_mode):
-        raise BundleError(f"{path}: {file_kind(st.st_mode)}, not a regular file")
-    if st.st_size > limit:
-        raise BundleError(f"{path}: {st.st_size} bytes, above the limit of {limit} "
-                          "(models.max_model_bytes)")
-    if st.st_size != size:
-        raise BundleError(f"{path}: size {st.st_size} != {size} in the manifest")
-    return entry["sha256"], size
-
-
-def _hash_and_scan(bundle: Bundle, name: str, scan: bool) -> ModelFacts | None:
+def _hash_and_scan(bundle: Bundle, name: str, scan: bool,
+                   opened: BinaryIO | None = None) -> ModelFacts | None:
     """Hash ``name`` (bounded by its size) and, for a model, scan its graph from the same open
-    file; raise :class:`BundleError` unless the sha256 matches and the graph is acceptable."""
+    file (``opened``, else opened here); raise :class:`BundleError` unless the sha256 matches
+    and the graph is acceptable."""
     path, size = bundle.dir / name, bundle.sizes[name]
-    with _reading(path), open_regular(path) as handle:
+    with reading(path), (open_regular(path) if opened is None else nullcontext(opened)) as handle:
+        handle.seek(0)
         if hash_handle(path, handle, size) != bundle.sha256[name]:
             raise BundleError(f"{path}: sha256 does not match the manifest")
         if not scan:
             return None
         handle.seek(0)
         return scan_model(handle, size)
-
-
-@contextmanager
-def _reading(path: Path) -> Iterator[None]:
-    """Turn what reading ``path`` raises into :class:`BundleError` with a one-line reason."""
-    try:
-        yield
-    except GraphScanError as exc:
-        raise BundleError(f"{path}: {exc}") from None
-    except UnsafeFileError as exc:
-        raise BundleError(str(exc)) from None
-    except FileNotFoundError:
-        raise BundleError(f"{path}: missing (listed in the manifest)") from None
-    except OSError as exc:
-        raise BundleError(f"{path}: unreadable: {exc}") from exc
 
 
 def check_sha256(bundle: Bundle) -> dict[str, ModelFacts]:
@@ -295,16 +221,28 @@ def check_sha256(bundle: Bundle) -> dict[str, ModelFacts]:
     return facts
 
 
-def check_model(bundle: Bundle, variant: str) -> ModelFacts:
+def check_model(bundle: Bundle, variant: str, opened: BinaryIO | None = None) -> ModelFacts:
     """Hash and scan the model of ``variant`` only (the config is read by
-    :func:`read_verified`); raises :class:`BundleError`."""
+    :func:`read_verified`), from ``opened`` when the caller holds it open (it stays open);
+    raises :class:`BundleError`."""
     name = bundle.model_path(variant).name
     if name not in bundle.sha256:
         raise BundleError(f"{bundle.dir / MANIFEST_NAME}: {name} has no sha256 entry")
-    facts = _hash_and_scan(bundle, name, scan=True)
+    facts = _hash_and_scan(bundle, name, True, opened)
     if facts is None:  # pragma: no cover - scan=True always scans
         raise BundleError(f"{bundle.dir / name}: not scanned")
     return facts
+
+
+@contextmanager
+def opened_model(bundle: Bundle, variant: str) -> Iterator[tuple[BinaryIO, Path]]:
+    """The model of ``variant`` held open (checked to be a regular file, not a link) and the
+    path that reads exactly that open file (:func:`~agent.voice.files.pinned_path`; the
+    model's own path where there is no ``/proc``): hash it from the handle, give onnxruntime
+    the path, and what onnxruntime reads is what was hashed, whatever is renamed meanwhile."""
+    path = bundle.model_path(variant)
+    with reading(path), open_regular(path) as handle:
+        yield handle, pinned_path(handle) or path
 
 
 def read_verified(bundle: Bundle, name: str, limit: int) -> bytes:
@@ -315,7 +253,7 @@ def read_verified(bundle: Bundle, name: str, limit: int) -> bytes:
         raise BundleError(f"{bundle.dir / MANIFEST_NAME}: {name} has no sha256 entry")
     if bundle.sizes[name] > limit:
         raise BundleError(f"{path}: {bundle.sizes[name]} bytes, larger than {limit}")
-    with _reading(path):
+    with reading(path):
         data, digest = read_exact(path, bundle.sizes[name])
     if digest != bundle.sha256[name]:
         raise BundleError(f"{path}: sha256 does not match the manifest")

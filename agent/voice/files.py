@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import BinaryIO
 
 __all__ = ["BLOCK", "UnsafeFileError", "file_kind", "hash_exact", "hash_handle", "open_regular",
-           "read_exact"]
+           "pinned_path", "read_exact"]
 
 BLOCK = 1 << 20
 """Bytes read at a time while hashing."""
+_OWN_FDS = Path("/proc/self/fd")
 
 
 class UnsafeFileError(OSError):
@@ -44,9 +45,12 @@ def open_regular(path: Path) -> BinaryIO:
     """``path`` opened for reading, when it is a regular file and not a symbolic link.
 
     Raises :class:`FileNotFoundError` when it does not exist and :class:`UnsafeFileError` (with
-    what it is instead) otherwise; a FIFO is never waited on.
+    what it is instead) otherwise; a FIFO is never waited on. A :func:`pinned_path` (a file
+    this process holds open) is the one link followed.
     """
-    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    if path.parent != _OWN_FDS:
+        flags |= os.O_NOFOLLOW
     try:
         fd = os.open(path, flags)
     except OSError as exc:
@@ -63,6 +67,14 @@ def open_regular(path: Path) -> BinaryIO:
     except BaseException:
         os.close(fd)
         raise
+
+
+def pinned_path(handle: BinaryIO) -> Path | None:
+    """A path that opens exactly the file ``handle`` holds (``/proc/self/fd/N``), for readers
+    that take a path (onnxruntime): what they read is the file that was checked and hashed,
+    even when the name is replaced meanwhile. None where there is no ``/proc``."""
+    path = _OWN_FDS / str(handle.fileno())
+    return path if path.exists() else None
 
 
 def _read_upto(handle: BinaryIO, size: int, sink: hashlib._Hash | None,

@@ -30,6 +30,7 @@ from agent.voice.bundle import (
     BundleError,
     ModelFacts,
     check_model,
+    opened_model,
     read_bundle,
     read_verified,
 )
@@ -80,12 +81,14 @@ class Voice:
 
     def __init__(self, bundle: Bundle, options: VoiceOptions | None = None, *,
                  verified: Callable[[], ModelFacts] | None = None,
-                 config: VoiceConfig | None = None) -> None:
+                 config: VoiceConfig | None = None, model_source: Path | None = None) -> None:
         """``verified``, when given, returns the model's facts once its file matches its sha256
         and raises :class:`BundleError` otherwise (see :meth:`load`); it is called before the
         model file is read and before the first inference. Without it, the model is hashed and
         scanned here, before anything reads it. ``config`` is the voice config parsed from
-        the bytes that matched the manifest; without it, it is read (and hashed) here."""
+        the bytes that matched the manifest; without it, it is read (and hashed) here.
+        ``model_source`` is where onnxruntime reads the model (the pinned open file
+        :meth:`load` hashed; default: the model's path)."""
         started = time.monotonic()
         self.options = options = options or VoiceOptions()
         self.bundle = bundle
@@ -105,6 +108,7 @@ class Voice:
                                  max_chars=options.max_chars, cache_size=options.phoneme_cache_size)
         self.facts = ModelFacts(None, predicts_durations=False)
         """What the model's graph showed (:mod:`agent.voice.graph_scan`)."""
+        self._model_source = model_source
         self.engine = self._open_engine(verified or (lambda: check_model(bundle, self.variant)))
         self.session, self.provider = self.engine.session, self.engine.provider
         self._check_signature()
@@ -129,16 +133,19 @@ class Voice:
         The files are hashed on a helper thread while onnxruntime builds the session from the
         optimised-model cache (both release the GIL, so a second core takes the hashing off the
         start-up path); the model file itself is read only after it matched, and nothing runs
-        before the hashes did.
+        before the hashes did. The model is held open from its check on, and onnxruntime reads
+        that open file, not the name: a model renamed over meanwhile is never read.
         """
         options = options or VoiceOptions()
         try:
             bundle = read_bundle(bundle_dir, options.variant,
                                  max_file_bytes=options.max_model_bytes)
             config = cls.read_config(bundle)  # small: hashed before it is parsed
-            with ThreadPoolExecutor(1, thread_name_prefix="sha256") as pool:
-                hashing = pool.submit(check_model, bundle, options.variant)
-                return cls(bundle, options, verified=hashing.result, config=config)
+            with opened_model(bundle, options.variant) as (handle, source), \
+                    ThreadPoolExecutor(1, thread_name_prefix="sha256") as pool:
+                hashing = pool.submit(check_model, bundle, options.variant, handle)
+                return cls(bundle, options, verified=hashing.result, config=config,
+                           model_source=source)
         except BundleError as exc:
             raise VoiceLoadError(str(exc)) from exc
 
@@ -154,7 +161,7 @@ class Voice:
         (a session from the optimised-model cache never read the model file)."""
         model_path = self.bundle.model_path(self.variant)
         try:
-            engine = open_session(model_path, self.options.runtime,
+            engine = open_session(self._model_source or model_path, self.options.runtime,
                                   self.bundle.sha256.get(model_path.name),
                                   split=self.options.stream_first_frames > 0,
                                   before_reading=verify, max_bytes=self.options.max_model_bytes)

@@ -133,8 +133,9 @@ def test_symlink_swap(versions: Path, tmp_path: Path,
                       start_agent: Callable[[Path], Agent]) -> None:
     voice_dir = tmp_path / "models" / VOICE
     voice_dir.mkdir(parents=True)
-    for version in ("1.0.0", "2.0.0"):
-        os.symlink(versions / version, voice_dir / version)
+    for version in ("1.0.0", "2.0.0"):  # hard links: the only links a voice may hold are
+        # current and previous, naming a version directory inside it (docs/voices.md)
+        shutil.copytree(versions / version, voice_dir / version, copy_function=os.link)
     (voice_dir / "current").symlink_to("1.0.0")
     agent = start_agent(tmp_path / "models")
     agent.speak(3)

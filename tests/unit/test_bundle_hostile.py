@@ -30,7 +30,7 @@ from agent.voice.bundle import (
 )
 from agent.voice.options import VoiceOptions
 from agent.voice.split import SplitError, split_model
-from agent.voice.voice import Voice, VoiceLoadError
+from agent.voice.voice import SynthesisParams, Voice, VoiceLoadError
 from tests.support import make_tiny_voice
 
 VOICE = make_tiny_voice.VOICE
@@ -210,6 +210,27 @@ def test_the_config_is_hashed_before_it_is_parsed(tiny_voice_dir: Path) -> None:
     with pytest.raises(VoiceLoadError, match="sha256 does not match") as exc:
         Voice.load(tiny_voice_dir)
     assert "config" not in one_line(exc).split(":")[-1]
+
+
+def test_a_model_renamed_over_after_its_hash_is_never_read(
+        tiny_voice_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """onnxruntime reads the open file that was checked and hashed, not the name: another model
+    renamed over it once its hash matched (here: a quieter one) is not what loads."""
+    import agent.voice.voice as voice_module
+
+    other = make_tiny_voice.build_bundle(tmp_path, gain=0.05, bundle=tmp_path / "other")
+    checked = voice_module.check_model
+
+    def check_then_swap(*args: Any) -> Any:
+        facts = checked(*args)
+        os.replace(other / MODEL, tiny_voice_dir / MODEL)
+        return facts
+
+    monkeypatch.setattr(voice_module, "check_model", check_then_swap)
+    voice = Voice.load(tiny_voice_dir, VoiceOptions(stream_first_frames=0))
+    ids = voice.frontend.ids(voice.sentences("Hello.")[0])
+    peak = float(abs(voice.ids_to_audio(ids, SynthesisParams(noise_scale=0.0))).max())
+    assert peak > 0.2, "the model renamed over the checked one was loaded"
 
 
 @pytest.fixture()
