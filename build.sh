@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up, test and run the edge TTS agent on Debian/Ubuntu/Raspberry Pi OS (x86_64, aarch64).
 #
-#   ./build.sh            set up: apt packages (as root), .venv/, the voice under models/
+#   ./build.sh            set up: apt packages (as root), .venv/, the voice under models/ and
+#                         its start-up cache in .cache/tts-agent/ (tts-agent prepare)
 #   ./build.sh test       run the test suite (sets up first)
 #   ./build.sh demo       the agent speaking a real sentence end to end (sets up first)
 #   ./build.sh voice      (re)lay out the voice bundle under models/ only
@@ -103,6 +104,26 @@ with open(sys.argv[1], encoding="utf-8") as handle:
 sys.exit(choice.variant != "int8" or choice.reason is not None)' "$1" 2>/dev/null
 }
 
+checkout_agent() {
+  # The agent as this checkout runs it (`./build.sh demo` too): its own models/ and cache, even
+  # where an installed service's /etc/tts-agent/agent.toml names others.
+  TTS_AGENT_MODELS__DIR="$ROOT/models" TTS_AGENT_CACHE__DIR="$ROOT/.cache/tts-agent" \
+    "$VENV/bin/tts-agent" "$@"
+}
+
+prepare() {
+  # What the agent's first start would build (the optimised graphs, the switchable graph and
+  # its measured decoder padding) goes into the cache now, for this board and these settings.
+  local log="$ROOT/.cache/prepare.log" out
+  mkdir -p "$ROOT/.cache"
+  if ! out="$(checkout_agent prepare 2>"$log")"; then
+    tail -n 20 "$log" >&2; say "tts-agent prepare failed (log: $log)"; exit 1
+  fi
+  if grep -q "built and stored" <<<"$out"; then
+    say "prepared the voices' start-up cache in .cache/tts-agent ($(grep -c . <<<"$out") voice(s))"
+  fi
+}
+
 int8() {
   # The quality-gated int8 variant next to fp32 (the hardware profile picks one at run time).
   local dir="$ROOT/models/$VOICE_NAME"
@@ -121,12 +142,40 @@ setup() {
   venv
   voice
   int8
+  prepare
 }
 
 cmd_test() {
   setup
   say "running the tests"
   "$PY" -m pytest "$@"
+}
+
+wait_ready() {
+  # Until the agent answers a ping (it does once its voice is loaded and warm, when it also
+  # publishes its retained `online`), as long as the process lives: no fixed number of tries,
+  # since a slow board takes longer. The deadline is the unit's TimeoutStartSec (180 s unless
+  # TTS_AGENT_DEMO_START_S says otherwise); while waiting, the agent's latest step is shown.
+  local device_id="$1" log="$2" limit="${TTS_AGENT_DEMO_START_S:-180}" started=$SECONDS
+  local shown=$SECONDS step
+  case "$limit" in ''|*[!0-9]*) echo "TTS_AGENT_DEMO_START_S must be whole seconds" >&2; exit 2 ;; esac
+  until "$VENV/bin/tts-agent" send --device "$device_id" ping --wait --timeout 2 >/dev/null 2>&1; do
+    if ! kill -0 "$AGENT_PID" 2>/dev/null; then
+      say "the agent exited before it was ready; its log:"; tail -n 30 "$log" >&2; exit 1
+    fi
+    if [ $((SECONDS - started)) -ge "$limit" ]; then
+      say "the agent was not ready after ${limit} s (TTS_AGENT_DEMO_START_S); its log:"
+      tail -n 30 "$log" >&2; exit 1
+    fi
+    if [ $((SECONDS - shown)) -ge 10 ]; then
+      shown=$SECONDS
+      step="$(grep -o '"event": *"[a-z_]*"\|\] [a-z_]\+ ' "$log" 2>/dev/null | tail -n 1 \
+        | sed 's/.*"\([a-z_]*\)"$/\1/; s/^\] //; s/ $//')" || true
+      say "waiting for the agent ($((SECONDS - started)) s; last step: ${step:-starting})"
+    fi
+    sleep 1
+  done
+  say "the agent is ready after $((SECONDS - started)) s"
 }
 
 cmd_demo() {
@@ -153,8 +202,11 @@ cmd_demo() {
   else
     say "step 1: using the configured broker $TTS_AGENT_MQTT__HOST:${TTS_AGENT_MQTT__PORT:-1883}"
   fi
+  # The checkout's cache, which set-up prepared (a first start builds nothing); the demo's own
+  # request journal.
   export TTS_AGENT_DEVICE_ID="$device_id" TTS_AGENT_MODELS__DIR="$ROOT/models"
-  export TTS_AGENT_CACHE__DIR="$run_dir/cache"
+  export TTS_AGENT_CACHE__DIR="$ROOT/.cache/tts-agent"
+  export TTS_AGENT_MQTT__JOURNAL__FILE="$run_dir/requests.journal"
   if [ -z "${TTS_AGENT_AUDIO__DEVICE:-}" ]; then
     if aplay -l 2>/dev/null | grep -q '^card '; then
       say "step 2: playing on the default ALSA device"
@@ -167,14 +219,7 @@ cmd_demo() {
   say "step 3: starting the agent (tts-agent run), log in $run_dir/agent.log"
   "$VENV/bin/tts-agent" run >"$run_dir/agent.log" 2>&1 &
   AGENT_PID=$!
-  local tries=0
-  until "$VENV/bin/tts-agent" send --device "$device_id" ping --wait --timeout 2 >/dev/null 2>&1; do
-    tries=$((tries + 1))
-    if ! kill -0 "$AGENT_PID" 2>/dev/null || [ "$tries" -ge 30 ]; then
-      say "the agent did not come up; its log:"; tail -n 30 "$run_dir/agent.log" >&2; exit 1
-    fi
-    sleep 1
-  done
+  wait_ready "$device_id" "$run_dir/agent.log"
   say "step 4: the agent answers ping; sending a speak command and waiting for the outcome"
   "$VENV/bin/tts-agent" send --device "$device_id" speak "$text" --wait --progress
   say "step 5: stopping the agent (SIGTERM)"
@@ -194,6 +239,6 @@ case "${1:-setup}" in
   int8) venv; voice; int8 ;;
   install) shift; exec "$ROOT/systemd/install.sh" install "$ROOT" "$@" ;;
   uninstall) shift; exec "$ROOT/systemd/install.sh" uninstall "$@" ;;
-  -h|--help|help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' ;;
+  -h|--help|help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' ;;
   *) echo "unknown command: $1 (try ./build.sh help)" >&2; exit 2 ;;
 esac

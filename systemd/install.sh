@@ -241,6 +241,31 @@ check_config() {
     || die "$CONF_DIR/agent.toml is not valid (see above); fix it and run install again"
 }
 
+prepare_cache() {
+  # What the service's first start would build (the voice's optimised and switchable graphs,
+  # the decoder's measured padding) goes into its cache now, so the first boot is as fast as
+  # later ones: `tts-agent prepare` loads each voice as the unit runs it (its settings file, no
+  # TTS_AGENT_* of this shell, its working directory and CACHE_DIRECTORY), so it stores the
+  # very cache key the service looks up. Staged trees are left alone: the cache is specific to
+  # the CPU it is made on. Not fatal: the service builds what is missing at its first start.
+  [ "$NO_PIP" -eq 1 ] && return 0
+  if [ -n "$DESTDIR" ]; then
+    note "--destdir: the voice's start-up cache is made at the first start on the device"
+    return 0
+  fi
+  say "preparing the voice's start-up cache in $CACHE_DIR (what the first start would build)"
+  install -d -m 0755 "$CACHE_DIR"
+  if ! (cd "$STATE_DIR" && unset "${!TTS_AGENT_@}" \
+        && CACHE_DIRECTORY="$CACHE_DIR" "$VENV/bin/python" -m agent --config "$CONF_DIR/agent.toml" \
+             prepare >/dev/null 2>"$CACHE_DIR/prepare.log"); then
+    tail -n 5 "$CACHE_DIR/prepare.log" >&2
+    note "could not prepare it (log: $CACHE_DIR/prepare.log); the service builds it at its first start"
+  fi
+  # Files made by root here belong to whoever owns the cache directory (systemd's dynamic user
+  # after a first start; systemd gives a root-owned directory to that user recursively).
+  chown -R --reference="$(readlink -f "$CACHE_DIR")" "$(readlink -f "$CACHE_DIR")"
+}
+
 relocate_venv() {
   # Staged, the environment was built at DESTDIR/PREFIX/venv and names that path (scripts'
   # #! lines, bin/activate, pyvenv.cfg, byte-code): rewrite it to PREFIX/venv, where the
@@ -289,6 +314,7 @@ cmd_install() {
   install_venv
   check_config
   install_voice
+  prepare_cache
   relocate_venv
   enable_service
   say "installed tts-agent in ${DESTDIR:+$DESTDIR}$PREFIX"
