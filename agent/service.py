@@ -179,7 +179,8 @@ class AgentService:
         self.worker = SynthesisWorker(self.jobs, self.voices, self.player, self.tracker,
                                       item_buffer_s=settings.audio.item_buffer_s,
                                       phrase_cache=self.phrase_cache,
-                                      on_thread_start=self._pin_synthesis_thread)
+                                      on_thread_start=self._pin_synthesis_thread,
+                                      buffering=settings.audio.buffering)
         self.dispatcher = Dispatcher(
             self.requests, self.jobs, self.tracker, self.player,
             voice_names=self.voices.names, default_voice=settings.models.default_voice,

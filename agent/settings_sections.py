@@ -234,6 +234,14 @@ class AudioSettings(_Section):
         description="Synthesized audio one request may hold ahead of playback (s); "
         "the producer waits when it is full.",
     )
+    buffering: Literal["auto", "stream", "sentence"] = Field(
+        default="auto",
+        description="When a sentence starts playing. `stream`: as soon as its first audio is "
+        "there (a streamed first sentence plays while the rest is decoded); `sentence`: once "
+        "it is synthesized whole (speech starts later and pauses between sentences, never "
+        "inside one); `auto`: `sentence` for a voice whose warm-up ran slower than real time "
+        "on this board, else `stream`. Health: `audio.buffering` and its reason.",
+    )
     device_timeout_s: float = Field(
         default=5.0, ge=0.1, le=600.0,
         description="Longest wait for one ALSA call (s; writes, stops and closes also get "

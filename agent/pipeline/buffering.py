@@ -8,10 +8,11 @@ worker holds each sentence back until it is whole (:func:`whole_sentences`) and 
 in one piece: the speech starts later and waits between sentences, but a sentence is never
 cut into pieces.
 
-:func:`choose_buffering` decides per voice: ``auto`` (the daemon's) picks ``sentence`` when
-the voice's warm-up at load (one short inference, :attr:`agent.voice.voice.Voice.warmup_s`)
-took longer than the audio it made (``warmup_audio_s``), that is a real-time factor above
-:data:`SLOW_RTF`, else ``stream``; ``stream`` and ``sentence`` force a mode (tests, tools).
+:func:`choose_buffering` decides per voice from ``audio.buffering``: ``auto`` (the default)
+picks ``sentence`` when the voice's warm-up at load (one short inference,
+:attr:`agent.voice.voice.Voice.warmup_s`) took longer than the audio it made
+(``warmup_audio_s``), that is a real-time factor above :data:`SLOW_RTF`, else ``stream``;
+``stream`` and ``sentence`` force a mode.
 The health report's ``audio.buffering`` and ``audio.buffering_reason`` say which is in force.
 """
 
@@ -42,7 +43,7 @@ class Buffering:
 
     mode: BufferingMode
     reason: str | None = None
-    """Why: the warm-up's speed (or a forced mode); None before any voice is known."""
+    """Why: the warm-up's speed, or the setting; None before any voice is known."""
     voice: str | None = None
     realtime_factor: float | None = None
     """The voice's warm-up compute time over the audio it made (> 1: slower than real time)."""
@@ -59,7 +60,7 @@ def choose_buffering(voice: Voice, setting: BufferingSetting) -> Buffering:
     rtf = warmup_rtf(voice)
     shown = None if rtf is None else round(rtf, 3)
     if setting != "auto":
-        return Buffering(setting, f"{setting} buffering forced", voice.name, shown)
+        return Buffering(setting, f"audio.buffering = {setting!r}", voice.name, shown)
     if rtf is not None and rtf > SLOW_RTF:
         return Buffering("sentence", (
             f"voice {voice.name} synthesized its warm-up at {rtf:.2f}x real time on this board "

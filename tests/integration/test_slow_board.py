@@ -48,10 +48,11 @@ def bursts(samples: np.ndarray, rate: int, gap_s: float = GAP_S) -> list[tuple[f
             for a, b in zip(starts, ends, strict=True)]
 
 
-def settings_for(broker: Broker, models: Path, work: Path) -> Settings:
+def settings_for(broker: Broker, models: Path, work: Path, **audio: Any) -> Settings:
     """An agent of its own (device id = ``work``'s name) speaking the slow voice into
     ``work``/out.raw."""
-    settings = agent_settings(broker, models, work, device_id=work.name, voice=slow_voice.VOICE)
+    settings = agent_settings(broker, models, work, device_id=work.name, voice=slow_voice.VOICE,
+                              audio=audio)
     # First windows of 8 frames (128 ms at this voice's hop): the first sentence streams in
     # several windows, as the real voice's does.
     return settings.model_copy(update={"synthesis": settings.synthesis.model_copy(
@@ -103,3 +104,20 @@ def test_a_voice_faster_than_real_time_still_streams(mqtt_broker: Broker, models
     assert final["event"] == "finished"
     assert health["audio"]["buffering"] == "stream"
     assert "x real time" in health["audio"]["buffering_reason"]
+
+
+def test_audio_buffering_overrides_the_warm_up(mqtt_broker: Broker, models: Path, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    forced = settings_for(mqtt_broker, models, tmp_path / "forced", buffering="sentence")
+    final, health = speak(forced, mqtt_broker)  # a fast voice, whole sentences all the same
+    assert final["event"] == "finished"
+    assert health["audio"]["buffering"] == "sentence"
+    assert health["audio"]["buffering_reason"] == "audio.buffering = 'sentence'"
+    played = bursts(read_samples(tmp_path / "forced" / "out.raw"), quant_voice.SAMPLE_RATE)
+    assert 1 <= len(played) <= SENTENCES, played  # the next sentence may follow without a gap
+    slow_voice.slow_down(monkeypatch, SLOWER)
+    streamed = settings_for(mqtt_broker, models, tmp_path / "streamed", buffering="stream")
+    final, health = speak(streamed, mqtt_broker)  # a slow voice made to stream: chopped
+    assert final["event"] == "finished" and health["audio"]["buffering"] == "stream"
+    played = bursts(read_samples(tmp_path / "streamed" / "out.raw"), quant_voice.SAMPLE_RATE)
+    assert len(played) > SENTENCES, played

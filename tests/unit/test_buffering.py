@@ -35,7 +35,7 @@ def test_a_producer_that_stops_inside_a_sentence_still_gives_what_it_made() -> N
 def test_the_setting_forces_a_mode_and_auto_follows_the_warm_up(tiny_voice_dir: Path) -> None:
     voice = Voice.load(tiny_voice_dir)
     assert choose_buffering(voice, "sentence").mode == "sentence"
-    assert choose_buffering(voice, "stream").reason == "stream buffering forced"
+    assert choose_buffering(voice, "stream").reason == "audio.buffering = 'stream'"
     rtf = voice.warmup_s / voice.warmup_audio_s
     auto = choose_buffering(voice, "auto")
     assert auto.mode == ("sentence" if rtf > SLOW_RTF else "stream")
