@@ -149,7 +149,8 @@ def _speak(audio: AudioSettings, voices: VoiceSource, request: SpeakRequest) -> 
     outcome = _Outcome()
     player = AudioPlayer(audio, outcome.on_playback)
     jobs = JobQueue(1)
-    worker = SynthesisWorker(jobs, voices, player, outcome, item_buffer_s=audio.item_buffer_s)
+    worker = SynthesisWorker(jobs, voices, player, outcome, item_buffer_s=audio.item_buffer_s,
+                             buffering=audio.buffering)
     player.start()
     worker.start()
     try:
