@@ -168,7 +168,8 @@ class Voice:
         except BundleError:
             raise
         except Exception as exc:  # onnxruntime raises its own exception types
-            raise VoiceLoadError(f"{model_path}: onnxruntime cannot load it: {exc}") from exc
+            detail = " ".join(str(exc).split())  # one line: onnxruntime's may span several
+            raise VoiceLoadError(f"{model_path}: onnxruntime cannot load it: {detail}") from exc
         self.facts = verify()
         return engine
 
