@@ -4,7 +4,7 @@ A voice that streams (:mod:`agent.voice.streaming`) hands a request's first sent
 player in decoder windows, so its start plays while the rest is decoded. That only works when
 the board synthesizes faster than real time: on a slower one every window is played before the
 next is ready, and the player fills the wait with silence, inside the sentence. There the
-worker holds each sentence back until it is whole (:func:`whole_sentences`) and hands it over
+worker holds each sentence back until it is whole (:class:`SentenceGather`) and hands it over
 in one piece: the speech starts later and waits between sentences, but a sentence is never
 cut into pieces.
 
@@ -18,7 +18,6 @@ The health report's ``audio.buffering`` and ``audio.buffering_reason`` say which
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -27,8 +26,8 @@ from agent.audio.format import AudioChunk
 if TYPE_CHECKING:
     from agent.voice.voice import Voice
 
-__all__ = ["SLOW_RTF", "Buffering", "BufferingMode", "BufferingSetting", "choose_buffering",
-           "whole_sentences"]
+__all__ = ["SLOW_RTF", "Buffering", "BufferingMode", "BufferingSetting", "SentenceGather",
+           "choose_buffering"]
 
 BufferingMode = Literal["stream", "sentence"]
 BufferingSetting = Literal["auto", "stream", "sentence"]
@@ -70,23 +69,26 @@ def choose_buffering(voice: Voice, setting: BufferingSetting) -> Buffering:
         f"voice {voice.name} synthesized its warm-up at {rtf:.2f}x real time"), voice.name, shown)
 
 
-def whole_sentences(chunks: Iterator[AudioChunk]) -> Iterator[AudioChunk]:
-    """``chunks`` with each sentence's decoder windows joined into one chunk, yielded once the
-    sentence is complete (:attr:`AudioChunk.ends_sentence`); the samples are the same."""
-    parts: list[AudioChunk] = []
-    for chunk in chunks:
-        parts.append(chunk)
-        if chunk.ends_sentence:
-            yield _joined(parts)
-            parts = []
-    if parts:  # a producer that ended inside a sentence: what it made still plays
-        yield _joined(parts)
+class SentenceGather:
+    """Collects a streamed sentence's decoder windows until the sentence is complete
+    (:attr:`AudioChunk.ends_sentence`), then gives it as one chunk with the same samples.
+    The worker feeds it one window per step, so a long sentence is still many short steps."""
 
+    def __init__(self) -> None:
+        self._parts: list[AudioChunk] = []
 
-def _joined(parts: list[AudioChunk]) -> AudioChunk:
-    if len(parts) == 1:
-        return parts[0]
-    fmt = parts[0].format
-    if any(p.format != fmt for p in parts):
-        raise ValueError("a sentence's chunks changed format")
-    return AudioChunk(b"".join(p.audio for p in parts), fmt, parts[0].text)
+    def add(self, chunk: AudioChunk) -> AudioChunk | None:
+        """The whole sentence once ``chunk`` ends it, else None (held)."""
+        self._parts.append(chunk)
+        return self.flush() if chunk.ends_sentence else None
+
+    def flush(self) -> AudioChunk | None:
+        """What is held as one chunk (a producer that ended inside a sentence), or None."""
+        parts, self._parts = self._parts, []
+        if len(parts) <= 1:
+            return parts[0] if parts else None
+        fmt = parts[0].format
+        if any(p.format != fmt for p in parts):
+            raise ValueError("a sentence's chunks changed format")
+        return AudioChunk(b"".join(p.audio for p in parts), fmt, parts[0].text)
+

@@ -37,7 +37,7 @@ from typing import Literal, Protocol
 from agent.audio.format import AudioChunk, AudioFormat
 from agent.audio.item import PlayItem
 from agent.logs import bind_request, get_logger
-from agent.pipeline.buffering import Buffering, BufferingSetting, choose_buffering, whole_sentences
+from agent.pipeline.buffering import Buffering, BufferingSetting, SentenceGather, choose_buffering
 from agent.pipeline.jobs import JobQueue, SpeakJob
 from agent.pipeline.phrase_cache import PhraseCache, cached_synthesis
 from agent.voice.voice import Voice
@@ -98,6 +98,8 @@ class _Active:
     item: PlayItem
     chunks: Iterator[AudioChunk]
     carried: AudioChunk | None = None
+    gather: SentenceGather | None = None
+    """Set when sentences go to the player whole: holds a sentence's windows until it ends."""
     synthesis_s: float = 0.0
 
 
@@ -220,8 +222,6 @@ class SynthesisWorker:
             except Exception as exc:  # VoiceNotFound, VoiceLoadError, TextError
                 self.reporter.finish(job.request_id, "failed", reason=str(exc))
                 return
-            if self.note_voice(voice).mode == "sentence":
-                chunks = whole_sentences(iter(chunks))
             self.reporter.note(job.request_id, voice=voice.name, version=voice.version)
             item = PlayItem(
                 job.request_id, priority=job.priority,
@@ -234,29 +234,21 @@ class SynthesisWorker:
             except Exception as exc:  # the player is closing (it had room: see _next_job)
                 self.reporter.finish(job.request_id, "failed", reason=str(exc))
                 return
-            self._stack.append(_Active(job, item, iter(chunks)))
+            whole = self.note_voice(voice).mode == "sentence"
+            self._stack.append(_Active(job, item, iter(chunks),
+                                       gather=SentenceGather() if whole else None))
 
     def _step(self, active: _Active) -> None:
-        """Synthesize one sentence of the job on top, or retry handing over a held chunk."""
+        """Synthesize the next chunk of the job on top (a sentence or a decoder window), or
+        retry handing over a held chunk."""
         with bind_request(active.job.request_id):
             if not active.item.wanted:
                 self._stack.pop()
                 return
+            if active.carried is None and not self._synthesize(active):
+                return
             if active.carried is None:
-                started = time.monotonic()
-                try:
-                    active.carried = next(active.chunks)
-                except StopIteration:
-                    self._stack.pop()
-                    self.reporter.note(active.job.request_id,
-                                      synthesis_ms=round(active.synthesis_s * 1000, 1))
-                    active.item.close()
-                    return
-                except Exception as exc:
-                    self._drop(active, f"synthesis failed: {exc}")
-                    return
-                finally:
-                    active.synthesis_s += time.monotonic() - started
+                return  # a window held until its sentence is whole
             try:
                 accepted = active.item.put(active.carried, timeout=_PUT_SLICE_S)
             except TimeoutError:
@@ -264,6 +256,31 @@ class SynthesisWorker:
             active.carried = None
             if not accepted:
                 self._stack.pop()  # interrupted / expired / failed: the player has reported it
+
+    def _synthesize(self, active: _Active) -> bool:
+        """The job's next chunk into ``active.carried``, which stays None while a sentence's
+        windows are gathered (whole sentences); False when the job is over (all of it handed
+        over and the item closed, or synthesis failed)."""
+        started = time.monotonic()
+        try:
+            chunk = next(active.chunks)
+        except StopIteration:
+            rest = active.gather.flush() if active.gather is not None else None
+            if rest is not None:  # the producer ended inside a sentence: play what it made
+                active.carried = rest
+                return True
+            self._stack.pop()
+            self.reporter.note(active.job.request_id,
+                               synthesis_ms=round(active.synthesis_s * 1000, 1))
+            active.item.close()
+            return False
+        except Exception as exc:
+            self._drop(active, f"synthesis failed: {exc}")
+            return False
+        finally:
+            active.synthesis_s += time.monotonic() - started
+        active.carried = chunk if active.gather is None else active.gather.add(chunk)
+        return True
 
     def _drop(self, active: _Active, reason: str) -> None:
         if active in self._stack:

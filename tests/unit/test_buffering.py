@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from agent.audio.format import AudioChunk
-from agent.pipeline.buffering import SLOW_RTF, choose_buffering, whole_sentences
+from agent.pipeline.buffering import SLOW_RTF, SentenceGather, choose_buffering
 from agent.voice.voice import Voice
 
 
@@ -20,16 +20,21 @@ def window(value: int, frames: int, text: str = "", *, ends: bool) -> AudioChunk
 def test_windows_of_a_sentence_become_one_chunk_with_the_same_samples() -> None:
     chunks = [window(1, 100, "First one.", ends=False), window(2, 200, ends=False),
               window(3, 300, ends=True), window(4, 50, "Second.", ends=True)]
-    joined = list(whole_sentences(iter(chunks)))
-    assert [c.text for c in joined] == ["First one.", "Second."]
-    assert joined[0].audio == b"".join(c.audio for c in chunks[:3])
-    assert joined[1] is chunks[3]
+    gather = SentenceGather()
+    given = [gather.add(chunk) for chunk in chunks]
+    assert given[:2] == [None, None]  # held until the sentence ends
+    first, second = given[2], given[3]
+    assert first is not None and second is chunks[3]
+    assert first.text == "First one." and first.audio == b"".join(c.audio for c in chunks[:3])
+    assert gather.flush() is None
 
 
 def test_a_producer_that_stops_inside_a_sentence_still_gives_what_it_made() -> None:
-    chunks = [window(1, 100, "Cut.", ends=False), window(2, 100, ends=False)]
-    (joined,) = whole_sentences(iter(chunks))
-    assert joined.frames == 200
+    gather = SentenceGather()
+    assert gather.add(window(1, 100, "Cut.", ends=False)) is None
+    assert gather.add(window(2, 100, ends=False)) is None
+    rest = gather.flush()
+    assert rest is not None and rest.frames == 200 and rest.text == "Cut."
 
 
 def test_the_setting_forces_a_mode_and_auto_follows_the_warm_up(tiny_voice_dir: Path) -> None:
