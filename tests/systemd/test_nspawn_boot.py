@@ -12,7 +12,8 @@ container exactly as on a device, with pip reading a wheel directory made from t
 checkout's venv (no package index inside). The tests run in order on that one machine:
 
 - the install starts the service: ``active (running)``, which for ``Type=notify`` means READY=1;
-- it starts without a password file too (#15 item 11: the credential is optional);
+- it starts without a password file too (#15 item 11: the credential is optional), and with
+  ``password_file`` set but no file it fails with one line naming it;
 - it speaks through alsa-lib into a file PCM that only the ``audio`` group may write;
 - the sandbox: no capabilities, NoNewPrivs, the audio group, and writes only to its
   state, cache, runtime and private temporary directories;
@@ -147,6 +148,30 @@ def test_it_starts_without_a_password_file(machine: nspawn.Machine) -> None:
     state = running(machine)
     assert (state["ActiveState"], state["SubState"]) == ("active", "running"), state
     assert "243/CREDENTIALS" not in journal(machine)
+
+
+def test_a_configured_password_file_that_is_missing_is_one_clear_error(
+    machine: nspawn.Machine,
+) -> None:
+    config = "/etc/tts-agent/agent.toml"
+    machine.sh(f"cp {config} {config}.orig && "
+               f"sed -i 's/^# password_file = /password_file = /' {config}")
+    try:
+        mark = cursor(machine)
+        assert machine.sh(f"systemctl restart {UNIT}", check=False).returncode != 0
+        log = journal(machine, mark)
+        assert "243/CREDENTIALS" not in log
+        # check-config (ExecStartPre=) names the setting and the file, in one line, exit 2.
+        errors = [line for line in log.splitlines()
+                  if line.startswith("tts-agent check-config: error: ")]
+        assert len(errors) == 1, log[-3000:]
+        assert errors[0].startswith("tts-agent check-config: error: mqtt.password_file: ")
+        assert "/run/credentials/tts-agent.service/mqtt-password" in errors[0]
+        assert "status=2/INVALIDARGUMENT" in log
+    finally:
+        machine.sh(f"mv {config}.orig {config} && systemctl reset-failed {UNIT}")
+    assert machine.sh(f"systemctl restart {UNIT}", check=False).returncode == 0
+    assert running(machine)["SubState"] == "running"
 
 
 def test_it_speaks_through_the_audio_group(machine: nspawn.Machine) -> None:
