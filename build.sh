@@ -28,7 +28,13 @@ APT_PACKAGES=(
   sox systemd prometheus-node-exporter
 )
 
-say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+say() {  # bold on a terminal only, and never with NO_COLOR (https://no-color.org)
+  if [ -t 2 ] && [ -z "${NO_COLOR:-}" ]; then
+    printf '\033[1m==> %s\033[0m\n' "$*" >&2
+  else
+    printf '==> %s\n' "$*" >&2
+  fi
+}
 
 apt_packages() {
   local missing=()

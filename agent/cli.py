@@ -4,6 +4,10 @@ Each sub-command lives in its own module under :mod:`agent.commands` and exposes
 ``register(subparsers)``; this module only discovers them. Heavy imports
 (onnxruntime, numpy, paho) happen inside the command handlers, so ``--help`` and
 ``check-config`` stay fast.
+
+Whatever goes wrong, standard error gets one line per problem, ``tts-agent COMMAND: error:
+...``, never a traceback, and the exit status is one of the table in
+:mod:`agent.commands` (docs/cli.md): a usage error (argparse's too) is one line and 2.
 """
 
 from __future__ import annotations
@@ -14,24 +18,60 @@ import pkgutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from agent import __version__, commands
-from agent.commands import CommandError
+from agent.commands import (
+    FAILED,
+    INTERRUPTED,
+    USAGE,
+    CommandError,
+    add_verbose_argument,
+)
 from agent.settings import ConfigError
 
-__all__ = ["build_parser", "main"]
+__all__ = ["Parser", "build_parser", "main"]
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with a usage error as one line (``PROG: error: MESSAGE (see PROG --help)``,
+    exit 2) instead of the usage text and the message. Sub-command parsers are of this
+    class too (``add_subparsers`` makes them of the parent's class)."""
+
+    def error(self, message: str) -> NoReturn:
+        usage_error(self.prog, message)
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None,
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """Also note in ``cli_prog`` the deepest (sub-)command parsed, the one whose usage an
+        unrecognized argument is an error of."""
+        parsed, extra = super().parse_known_args(args, namespace)
+        if not hasattr(parsed, "cli_prog"):  # a sub-command's parser has set it already
+            parsed.cli_prog = self.prog
+        return parsed, extra
+
+
+def usage_error(prog: str, message: str) -> NoReturn:
+    """One line on stderr, ``PROG: error: MESSAGE (see PROG --help)``, and exit 2."""
+    line = " ".join(message.split())
+    print(f"{prog}: error: {line} (see {prog} --help)", file=sys.stderr)
+    sys.exit(USAGE)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="tts-agent",
         description="Edge text-to-speech agent: Piper voices on onnxruntime, MQTT, ALSA.",
+        epilog="Exit status: 0 ok, 1 runtime failure, 2 usage or validation error, 3 no answer "
+               "in time (or refused by a quality gate), 130 Ctrl-C; see docs/cli.md.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument(
         "--config", type=Path, default=None,
         help="TOML settings file (default /etc/tts-agent/agent.toml when it exists)",
     )
+    add_verbose_argument(parser)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
         module = importlib.import_module(f"{commands.__name__}.{info.name}")
@@ -39,18 +79,35 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _error(command: str, message: str) -> None:
+    for line in message.splitlines() or [""]:  # a ConfigError: one line per problem
+        print(f"tts-agent {command}: error: {line}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``tts-agent`` console script; returns the exit status."""
+    from agent.logs import cli_level, configure_logging
+
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        usage_error(args.cli_prog, f"unrecognized arguments: {' '.join(extra)}")
+    verbose: int = args.verbose
+    # Until a command configures logging from its settings: warnings only, on stderr.
+    configure_logging(cli_level("warning", verbose))
     try:
         status: int = args.handler(args)
     except (CommandError, ConfigError) as exc:
-        for line in str(exc).splitlines() or [""]:  # a ConfigError: one line per problem
-            print(f"tts-agent {args.command}: error: {line}", file=sys.stderr)
-        return 2 if isinstance(exc, ConfigError) else exc.status
+        _error(args.command, str(exc))
+        return USAGE if isinstance(exc, ConfigError) else exc.status
     except KeyboardInterrupt:
-        return 130
+        return INTERRUPTED
+    except Exception as exc:  # a bug: still one line, the traceback with -v
+        if verbose:
+            raise
+        _error(args.command, f"unexpected {type(exc).__name__}: {' '.join(str(exc).split())} "
+                             "(a bug; run with -v for the traceback)")
+        return FAILED
     return status
 
 

@@ -1,8 +1,11 @@
 """Logging, configured once for the whole process.
 
 Logs go to stderr, so stdout stays clean for command output (``phonemize --json | jq``): JSON
-lines when it is not a terminal (journald, containers), a readable console renderer on a TTY.
-Log with event names and key/value pairs::
+lines when it is not a terminal (journald, containers), a readable console renderer on a TTY,
+in colour only there and only without ``NO_COLOR`` (https://no-color.org). The daemon logs at
+its configured level; other commands pass the level :func:`cli_level` gives (warnings and
+errors, unless ``-v``). The PCM helper process logs as its parent does
+(:func:`helper_arguments`). Log with event names and key/value pairs::
 
     log = get_logger(__name__)
     log.info("voice_loaded", voice=name, seconds=elapsed)
@@ -14,6 +17,7 @@ Bind a request id for everything logged while handling it with
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,11 +25,14 @@ from typing import Any
 
 import structlog
 
-__all__ = ["bind_request", "configure_logging", "get_logger"]
+__all__ = ["bind_request", "cli_level", "configure_logging", "get_logger", "helper_arguments",
+           "use_colors"]
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
            "error": logging.ERROR, "critical": logging.CRITICAL}
 _NOISY = ("paho", "watchdog", "onnxruntime")
+_configured: list[str] = ["info", "auto"]
+"""The level and resolved format (``json`` or ``console``) of the last configuration."""
 
 
 class _StderrLogger:
@@ -43,10 +50,33 @@ class _StderrLogger:
     log = debug = info = warn = warning = error = critical = exception = fatal = msg
 
 
+def cli_level(configured: str, verbose: int, *, quiet: str = "warning") -> str:
+    """The level a command logs at: ``quiet`` (or the configured level when that is quieter)
+    without ``-v``; with ``-v`` at least info, with ``-vv`` debug."""
+    if verbose >= 2:
+        return "debug"
+    chosen = quiet if _LEVELS.get(quiet, 0) > _LEVELS.get(configured, 0) else configured
+    if verbose == 1 and _LEVELS.get(chosen, 0) > logging.INFO:
+        return "info"
+    return chosen
+
+
+def use_colors() -> bool:
+    """Colour codes only on a terminal, and never with ``NO_COLOR`` set (to anything)."""
+    return sys.stderr.isatty() and not os.environ.get("NO_COLOR")
+
+
+def helper_arguments() -> list[str]:
+    """``LEVEL FORMAT`` for a helper process to pass to :func:`configure_logging`, so that it
+    logs as this process does."""
+    return list(_configured)
+
+
 def configure_logging(level: str = "info", fmt: str = "auto") -> None:
     """Configure structlog and the stdlib root logger; safe to call again (last call wins)."""
     use_json = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
     numeric = _LEVELS.get(level, logging.INFO)
+    _configured[:] = [level if level in _LEVELS else "info", "json" if use_json else "console"]
     processors: list[Any] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
@@ -58,7 +88,7 @@ def configure_logging(level: str = "info", fmt: str = "auto") -> None:
         processors.append(structlog.processors.format_exc_info)
         renderer = structlog.processors.JSONRenderer()
     else:
-        renderer = structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+        renderer = structlog.dev.ConsoleRenderer(colors=use_colors())
     structlog.configure(
         processors=[*processors, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),

@@ -40,7 +40,7 @@ import alsaaudio
 
 import agent
 from agent.audio import pcm_server as proto
-from agent.logs import get_logger
+from agent.logs import get_logger, helper_arguments
 
 __all__ = ["MAX_LINGERING", "PcmHost", "RemotePcm"]
 
@@ -248,7 +248,8 @@ class PcmHost:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
         try:
             process = subprocess.Popen(
-                [sys.executable, "-m", "agent.audio.pcm_server", str(os.getpid())],
+                [sys.executable, "-m", "agent.audio.pcm_server", str(os.getpid()),
+                 *helper_arguments()],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         except OSError as exc:
             raise alsaaudio.ALSAAudioError(f"cannot start the audio helper process: {exc}") from exc

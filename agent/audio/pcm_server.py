@@ -7,8 +7,10 @@ Why a process: pyalsaaudio keeps the interpreter lock while it opens and configu
 would stop every thread of the agent: MQTT keepalives, health, the watchdog. Here it only
 blocks this process, and :class:`agent.audio.pcm_host.PcmHost` waits for it with a deadline.
 
-Started as ``python -m agent.audio.pcm_server PARENT_PID`` by the host, never by hand. It
-imports only pyalsaaudio and the standard library, so it starts quickly. It ends when its
+Started as ``python -m agent.audio.pcm_server PARENT_PID [LEVEL FORMAT]`` by the host, never
+by hand. It imports only pyalsaaudio, the standard library and the agent's logging, so it starts
+quickly; it logs as its parent does (``LEVEL FORMAT``: :func:`agent.logs.helper_arguments`),
+alsa-lib's own messages included (:mod:`agent.audio.alsa_log`). It ends when its
 stdin closes, and is killed when the agent thread that started it ends
 (``PR_SET_PDEATHSIG``). It ignores SIGINT and SIGTERM: a terminal's Ctrl-C or the service
 manager's stop signal goes to the whole process group, and the agent, not the signal, ends
@@ -152,6 +154,13 @@ def main(argv: list[str]) -> int:
     os.dup2(2, 1)  # stray output (alsa-lib, Python) goes to stderr, never into the protocol
     if len(argv) > 1:
         _die_with_parent(int(argv[1]))
+    if len(argv) > 3:
+        from agent.logs import configure_logging
+
+        configure_logging(argv[2], argv[3])
+    from agent.audio.alsa_log import route_alsa_messages
+
+    route_alsa_messages()  # "ALSA lib ..." lines become log lines (hidden below info)
     server = _Server()
     _send(out, OK, READY)
     try:

@@ -2,7 +2,19 @@
 
 Every module here defines ``register(subparsers)``, which adds its parser and sets
 ``handler`` to a function ``(args) -> exit status``. Handlers report expected
-failures by raising :class:`CommandError` (printed as one line, no traceback).
+failures by raising :class:`CommandError` (printed as one line, no traceback) with one of the
+exit statuses below, the table of docs/cli.md:
+
+* ``0`` :data:`OK`: success;
+* ``1`` :data:`FAILED`: a runtime failure, the command was valid but could not be done (a
+  damaged model, a failing device, a disk that cannot be written);
+* ``2`` :data:`USAGE`: bad usage or input, refused before anything was done (an unknown
+  option, a value out of range, invalid settings, an unknown voice, text that cannot be
+  spoken, a bundle or file that fails its check);
+* ``3`` :data:`NO_ANSWER`: no answer in time, or none good enough (``send``: no broker, no
+  event for ``--timeout``; ``quantize``: the int8 model failed the quality gate); nothing was
+  changed;
+* ``130`` :data:`INTERRUPTED`: Ctrl-C.
 """
 
 from __future__ import annotations
@@ -16,11 +28,20 @@ if TYPE_CHECKING:
     from agent.voice.voice import SynthesisParams
 
 __all__ = [
+    "EXIT_CODES",
+    "FAILED",
+    "INTERRUPTED",
     "MAX_STDIN_BYTES",
+    "NO_ANSWER",
+    "OK",
+    "USAGE",
     "CommandError",
+    "UsageError",
     "add_config_argument",
     "add_synthesis_arguments",
+    "add_verbose_argument",
     "bounded",
+    "checked_speaker",
     "checked_text",
     "read_text",
     "settings_from_args",
@@ -29,32 +50,77 @@ __all__ = [
 
 MAX_STDIN_BYTES = 1 << 20
 
+OK = 0
+"""Exit status: success."""
+FAILED = 1
+"""Exit status: a runtime failure (valid command, could not be done)."""
+USAGE = 2
+"""Exit status: bad usage or input, invalid settings; refused before anything was done."""
+NO_ANSWER = 3
+"""Exit status: no answer in time (``send``), or none good enough (``quantize``'s gate)."""
+INTERRUPTED = 130
+"""Exit status: Ctrl-C (128 + SIGINT, as a shell reports it)."""
+EXIT_CODES = {
+    OK: "success",
+    FAILED: "a runtime failure: the command was valid but could not be done",
+    USAGE: "bad usage or input, or invalid settings: refused before anything was done",
+    NO_ANSWER: "no answer in time, or none good enough; nothing was changed",
+    INTERRUPTED: "interrupted with Ctrl-C",
+}
+"""Every exit status a ``tts-agent`` command returns, with its meaning (docs/cli.md)."""
+
 
 class CommandError(Exception):
-    """An expected failure of a command: bad input, missing voice, unreachable device."""
+    """An expected failure of a command, printed as ``tts-agent COMMAND: error: MESSAGE``
+    (one line per line of the message) and ended with ``status``."""
 
-    def __init__(self, message: str, status: int = 1) -> None:
+    def __init__(self, message: str, status: int = FAILED) -> None:
         super().__init__(message)
         self.status = status
 
 
-def settings_from_args(args: argparse.Namespace, *, configure_logs: bool = True) -> Settings:
-    """Load the settings named by ``--config`` and configure logging from them."""
-    from agent.logs import configure_logging
+class UsageError(CommandError):
+    """Bad usage or input (exit status :data:`USAGE`): refused before anything was done."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, status=USAGE)
+
+
+def settings_from_args(args: argparse.Namespace, *, configure_logs: bool = True,
+                       daemon: bool = False, quiet: str = "warning") -> Settings:
+    """Load the settings named by ``--config`` and configure logging from them.
+
+    A command logs ``quiet`` (warnings and errors) and above unless ``-v`` (info) or ``-vv``
+    (debug) is given; the daemon (``daemon``) logs at its configured ``log.level``.
+    """
+    from agent.logs import cli_level, configure_logging
     from agent.settings import load_settings
 
     config: Path | None = getattr(args, "config", None)
     settings = load_settings(config)
     if configure_logs:
-        configure_logging(settings.log.level, settings.log.format)
+        verbose: int = getattr(args, "verbose", 0)
+        configured = settings.log.level
+        level = cli_level(configured, verbose, quiet=configured if daemon else quiet)
+        configure_logging(level, settings.log.format)
     return settings
 
 
 def add_config_argument(parser: argparse.ArgumentParser) -> None:
-    """Accept ``--config PATH`` after the sub-command name too (``tts-agent synth --config F``)."""
+    """Accept ``--config PATH`` and ``-v``/``--verbose`` after the sub-command name too
+    (``tts-agent synth --config F -v``)."""
     parser.add_argument(
         "--config", type=Path, default=argparse.SUPPRESS,
         help="TOML settings file (default /etc/tts-agent/agent.toml when it exists)",
+    )
+    add_verbose_argument(parser, default=argparse.SUPPRESS)
+
+
+def add_verbose_argument(parser: argparse.ArgumentParser, default: object = 0) -> None:
+    """``-v``: log info lines too, ``-vv``: debug lines (a command logs warnings only)."""
+    parser.add_argument(
+        "-v", "--verbose", action="count", default=default,
+        help="log what happens (info; -vv: debug); without it only warnings and errors",
     )
 
 
@@ -68,9 +134,9 @@ def add_synthesis_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def bounded(value: float | None, name: str, low: float, high: float) -> float | None:
-    """``value`` when it lies in [low, high] (or is None); a CommandError otherwise."""
-    if value is not None and not low <= value <= high:
-        raise CommandError(f"{name} must be between {low} and {high}")
+    """``value`` when it lies in [low, high] (or is None); a :class:`UsageError` otherwise."""
+    if value is not None and not low <= value <= high:  # NaN is refused too
+        raise UsageError(f"{name} must be between {low:g} and {high:g} (got {value:g})")
     return value
 
 
@@ -86,6 +152,15 @@ def synthesis_params(args: argparse.Namespace) -> SynthesisParams:
     )
 
 
+def checked_speaker(speaker: int | None, voice: str, num_speakers: int) -> None:
+    """Refuse (:class:`UsageError`) a ``--speaker`` the voice does not have: a single-speaker
+    voice has only speaker 0."""
+    if speaker is not None and not 0 <= speaker < max(1, num_speakers):
+        which = ("has a single speaker (0)" if num_speakers <= 1
+                 else f"has speakers 0-{num_speakers - 1}")
+        raise UsageError(f"--speaker {speaker}: voice {voice} {which}")
+
+
 def read_text(text: str | None) -> str:
     """``text``, or standard input (at most MAX_STDIN_BYTES) when it is None or ``-``."""
     import sys
@@ -94,7 +169,7 @@ def read_text(text: str | None) -> str:
         return text
     data = sys.stdin.buffer.read(MAX_STDIN_BYTES + 1)
     if len(data) > MAX_STDIN_BYTES:
-        raise CommandError(f"standard input is larger than {MAX_STDIN_BYTES} bytes")
+        raise UsageError(f"standard input is larger than {MAX_STDIN_BYTES} bytes")
     return data.decode("utf-8", errors="replace")
 
 
@@ -106,5 +181,5 @@ def checked_text(text: str | None, settings: Settings) -> str:
     try:
         normalize_text(text, settings.synthesis.max_text_chars)
     except TextError as exc:
-        raise CommandError(str(exc)) from exc
+        raise UsageError(str(exc)) from exc
     return text

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.commands import add_config_argument, settings_from_args
+from agent.commands import USAGE, add_config_argument, settings_from_args
 
 if TYPE_CHECKING:
     from agent.hardware.effective import EffectiveProfile
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
             print(line)
     elif not problems:
         print(json.dumps(settings.masked(), indent=2, sort_keys=True))
-    return 2 if problems else 0
+    return USAGE if problems else 0
 
 
 def run_checks(settings: Settings) -> list[Check]:

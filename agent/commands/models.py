@@ -13,14 +13,14 @@ from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.commands import CommandError, add_config_argument, settings_from_args
+from agent.commands import USAGE, CommandError, add_config_argument, settings_from_args
 from agent.commands.models_sign import add_actions as add_signing_actions
 
 if TYPE_CHECKING:
     from agent.settings import Settings
     from agent.voice.bundle import Bundle
 
-REFUSED = 2
+REFUSED = USAGE
 """Exit status of a refusal or a failed check (usage/validation in the CLI's table)."""
 
 

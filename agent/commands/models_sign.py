@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.commands import CommandError
+from agent.commands import USAGE, CommandError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -53,7 +53,7 @@ def run_keygen(args: argparse.Namespace) -> int:
     try:
         private, public, key_id = generate_keypair(args.prefix)
     except SignatureError as exc:
-        raise CommandError(str(exc), status=2) from exc
+        raise CommandError(str(exc), status=USAGE) from exc
     except OSError as exc:
         raise CommandError(f"cannot write the key pair {args.prefix}: {exc}") from exc
     print(json.dumps({"key_id": key_id, "private_key": str(private),
@@ -78,7 +78,7 @@ def run_sign(args: argparse.Namespace) -> int:
         verify_bundle(bundle_dir)
         document = sign_bundle(bundle_dir, key)
     except BundleError as exc:  # SignatureError included
-        raise CommandError(f"not signed: {exc}", status=2) from exc
+        raise CommandError(f"not signed: {exc}", status=USAGE) from exc
     except OSError as exc:
         raise CommandError(f"cannot sign {bundle_dir}: {exc}") from exc
     public = args.key.with_suffix(".pub")
@@ -101,7 +101,7 @@ def trust_policy(settings: Settings) -> TrustPolicy:
     try:
         return TrustPolicy.from_files(models.trusted_keys, models.require_signature)
     except SignatureError as exc:
-        raise CommandError(str(exc), status=2) from exc
+        raise CommandError(str(exc), status=USAGE) from exc
 
 
 def signature_note(policy: TrustPolicy, bundle_dir: Path,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from agent.commands import CommandError, add_config_argument, settings_from_args
+from agent.commands import FAILED, USAGE, CommandError, add_config_argument, settings_from_args
 
 if TYPE_CHECKING:
     from agent.voice.voice import Voice
@@ -56,7 +56,7 @@ def prepare(args: argparse.Namespace) -> int:
     voices = VoiceLibrary.for_settings(settings, profile=profile)
     names: list[str] = args.voice or voices.names()
     if not names:
-        raise CommandError(f"no voices installed in {settings.models.dir}", status=1)
+        raise CommandError(f"no voices installed in {settings.models.dir}", status=FAILED)
     cache_dir = settings.cache.dir / ORT_CACHE_SUBDIR
     problems: list[str] = []
     try:
@@ -64,7 +64,7 @@ def prepare(args: argparse.Namespace) -> int:
             try:
                 voice = voices.get(name)
             except VoiceNotFound as exc:
-                raise CommandError(str(exc), status=2) from None
+                raise CommandError(str(exc), status=USAGE) from None
             except VoiceLoadError as exc:
                 problems.append(f"{name}: cannot be loaded: {exc}")
                 continue
@@ -76,7 +76,7 @@ def prepare(args: argparse.Namespace) -> int:
     finally:
         voices.close()
     if problems:
-        raise CommandError("\n".join(problems), status=1)
+        raise CommandError("\n".join(problems), status=FAILED)
     return 0
 
 

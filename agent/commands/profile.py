@@ -7,7 +7,13 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.commands import CommandError, add_config_argument, settings_from_args
+from agent.commands import (
+    USAGE,
+    CommandError,
+    UsageError,
+    add_config_argument,
+    settings_from_args,
+)
 
 if TYPE_CHECKING:
     from agent.hardware.effective import EffectiveProfile
@@ -45,8 +51,8 @@ def run(args: argparse.Namespace) -> int:
     if args.check:
         return _check(args.check, load_profile, ProfileError)
     if not args.sysroot.is_dir():
-        raise CommandError(f"sysroot is not a directory: {args.sysroot}")
-    settings = settings_from_args(args, configure_logs=False)
+        raise UsageError(f"--sysroot is not a directory: {args.sysroot}")
+    settings = settings_from_args(args)
     try:
         effective = resolve_profile(settings, sysroot=args.sysroot)
     except ProfileError as exc:
@@ -78,8 +84,8 @@ def _check(paths: list[Path], load: Any, error: type[Exception]) -> int:
         else:
             print(f"ok   {file} ({profile.name}, specificity {profile.match.specificity()})")
     if not files:
-        raise CommandError("no profile files given")
-    return 1 if failed else 0
+        raise UsageError("no profile files given")
+    return USAGE if failed else 0
 
 
 def _summary(eff: EffectiveProfile) -> str:

@@ -12,10 +12,17 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agent.commands import CommandError, add_config_argument, settings_from_args
+from agent.commands import (
+    NO_ANSWER,
+    CommandError,
+    UsageError,
+    add_config_argument,
+    settings_from_args,
+)
 
-GATE_FAILED = 3
-"""Exit status when the int8 model was rejected by the quality gate."""
+GATE_FAILED = NO_ANSWER
+"""Exit status when the int8 model was rejected by the quality gate (3: no good enough result;
+nothing is written)."""
 
 
 def register(subparsers: Any) -> None:
@@ -50,8 +57,10 @@ def run_quantize(args: argparse.Namespace) -> int:
     from agent.quantize.sentences import packaged_corpus, read_sentences
 
     settings_from_args(args)  # configures logging
+    if not args.onnx.is_file():
+        raise UsageError(f"{args.onnx}: no such file (the fp32 Piper voice to quantize)")
     if not 1 <= args.threads <= 64:
-        raise CommandError(f"--threads must be 1-64, not {args.threads}", status=2)
+        raise UsageError(f"--threads must be 1-64, not {args.threads}")
     bounds = QualityBounds(
         min_spectral_snr_db=DEFAULT_BOUNDS.min_spectral_snr_db
         if args.min_spectral_snr is None else args.min_spectral_snr,

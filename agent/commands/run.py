@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from agent.commands import CommandError, add_config_argument, settings_from_args
+from agent.commands import USAGE, CommandError, add_config_argument, settings_from_args
 
 PRELOAD_JOIN_S = 120.0
 """Longest wait for the default voice's load to end when the daemon cannot start (s)."""
@@ -34,14 +34,14 @@ def run(args: argparse.Namespace) -> int:
     from agent.mqtt.credentials import ClientConfigError, check_files
     from agent.settings import Settings, load_settings
 
-    settings = settings_from_args(args)
+    settings = settings_from_args(args, daemon=True)  # its configured log.level
     config: Path | None = getattr(args, "config", None)
     # Every file the connection needs is read before any thread starts: a missing password
     # file is one error line and exit 2, not an exception under a loading onnxruntime.
     try:
         check_files(settings.mqtt)
     except ClientConfigError as exc:
-        raise CommandError(str(exc), status=2) from None
+        raise CommandError(str(exc), status=USAGE) from None
     # The default voice starts loading now, on a helper thread: onnxruntime builds its session
     # without the GIL while this thread imports the rest of the daemon (MQTT, audio, health).
     profile = profile_or_reason(settings)
@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         if preloading is not None:
             preloading.join(PRELOAD_JOIN_S)
         if isinstance(exc, (ClientConfigError, TopicError)):
-            raise CommandError(str(exc), status=2) from None
+            raise CommandError(str(exc), status=USAGE) from None
         raise
     status = run_until_signal(service, reread)
     running = [t.name for t in threading.enumerate()

@@ -5,8 +5,11 @@ The request goes through the daemon's own pipeline: a one-place
 and the :class:`~agent.audio.player.AudioPlayer`, so the first sentence plays while the rest
 are still being synthesized, exactly as for an MQTT ``speak``. A small :class:`_Outcome`
 collector stands in for the MQTT request tracker and keeps the one final event.
-Exit status 0 once everything has been played out; 1 with a one-line reason when
-the voice, the text or the audio device fails; 130 on Ctrl-C (playback is cut).
+Exit status 0 once everything has been played out; 2 with a one-line reason for an unknown
+voice, text that cannot be spoken or an option out of range; 1 when the voice cannot be loaded
+or the audio device fails (the line suggests a file PCM and ``aplay -L``); 130 on Ctrl-C
+(playback is cut). The player's own warnings about the device are that one line, so ``say``
+logs errors only unless ``-v``.
 """
 
 from __future__ import annotations
@@ -19,9 +22,11 @@ from typing import TYPE_CHECKING, Any
 
 from agent.commands import (
     CommandError,
+    UsageError,
     add_config_argument,
     add_synthesis_arguments,
     bounded,
+    checked_speaker,
     checked_text,
     settings_from_args,
     synthesis_params,
@@ -37,6 +42,9 @@ if TYPE_CHECKING:
 _REQUEST_ID = "say"
 _JOIN_S = 5.0
 """How long to wait for the synthesis worker to end (it finishes the sentence in hand)."""
+DEVICE_HINT = ("; no sound card? write a WAV file with --device \"file:'/tmp/x.wav',wav\", "
+               "or list the PCMs with aplay -L")
+"""Appended to a device failure: what to try next."""
 
 
 def register(subparsers: Any) -> None:
@@ -61,7 +69,7 @@ def _audio_settings(settings: Settings, profile: EffectiveProfile | None,
     try:
         return AudioSettings(**{**audio.model_dump(), "device": device})
     except ValidationError as exc:
-        raise CommandError(f"--device: {exc.errors()[0]['msg']}") from exc
+        raise UsageError(f"--device: {exc.errors()[0]['msg']}") from exc
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     from agent.pipeline.jobs import SpeakRequest
     from agent.voice.voice import VoiceLoadError
 
-    settings = settings_from_args(args)
+    settings = settings_from_args(args, quiet="error")
     text = checked_text(args.text, settings)
     volume = bounded(args.volume, "--volume", 0.0, 1.0)
     params = synthesis_params(args)
@@ -79,14 +87,18 @@ def run(args: argparse.Namespace) -> int:
     voices = VoiceLibrary.for_settings(settings, profile=profile)
     try:
         voice = voices.get(args.voice)  # loaded here, so a bad voice fails before any audio
-    except (VoiceNotFound, VoiceLoadError) as exc:
+    except VoiceNotFound as exc:
+        raise UsageError(str(exc)) from exc
+    except VoiceLoadError as exc:
         raise CommandError(str(exc)) from exc
+    checked_speaker(params.speaker_id, voice.name, voice.config.num_speakers)
     outcome = _speak(audio, voices, SpeakRequest(text, voice=voice.name, volume=volume,
                                                  params=params))
     if not outcome.played:  # refused before playback (the text): the reason alone
         raise CommandError(outcome.reason or f"request {outcome.kind}")
     if outcome.kind != "finished":
-        raise CommandError(f"playback {outcome.kind} on {audio.device!r}: {outcome.reason}")
+        hint = DEVICE_HINT if outcome.kind == "failed" else ""
+        raise CommandError(f"playback {outcome.kind} on {audio.device!r}: {outcome.reason}{hint}")
     print(json.dumps({"voice": voice.name, "device": audio.device,
                       "seconds": round(outcome.audio_seconds, 3)}))
     return 0

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.commands import CommandError, add_config_argument, settings_from_args
+from agent.commands import USAGE, CommandError, add_config_argument, settings_from_args
 from agent.commands.send_wait import NO_ANSWER, await_final, succeeded
 
 if TYPE_CHECKING:
@@ -43,7 +43,6 @@ if TYPE_CHECKING:
 
 __all__ = ["NO_ANSWER", "build_payload", "connection_settings", "register", "run", "succeeded"]
 
-USAGE = 2
 MAX_TIMEOUT_S = 86_400.0
 MAX_CONNECT_TIMEOUT_S = 600.0
 _POLL_S = 0.05

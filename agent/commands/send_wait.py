@@ -23,7 +23,7 @@ import queue
 import time
 from typing import TYPE_CHECKING, Any
 
-from agent.commands import CommandError
+from agent.commands import NO_ANSWER, CommandError
 
 if TYPE_CHECKING:
     from agent.mqtt.client import InboundMessage
@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 __all__ = ["NO_ANSWER", "SUCCESS_EVENTS", "await_final", "register", "succeeded"]
 
 SUCCESS_EVENTS = frozenset({"finished", "done", "pong"})
-NO_ANSWER = 3
 
 
 def register(subparsers: Any) -> None:

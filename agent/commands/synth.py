@@ -11,8 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 from agent.commands import (
     CommandError,
+    UsageError,
     add_config_argument,
     add_synthesis_arguments,
+    checked_speaker,
     checked_text,
     read_text,
     settings_from_args,
@@ -42,7 +44,8 @@ def register(subparsers: Any) -> None:
     add_config_argument(phon)
     phon.add_argument("--text", help="text (default: read standard input)")
     phon.add_argument("--voice", help="voice whose language and id map to use")
-    phon.add_argument("--json", action="store_true", help="print JSON (the default is also JSON)")
+    phon.add_argument("--json", action="store_true",
+                      help="print one JSON object (default: one block of lines per sentence)")
     phon.set_defaults(handler=run_phonemize)
 
 
@@ -54,7 +57,9 @@ def _voice(settings: Settings, name: str | None) -> Voice:
     profile, _ = profile_or_reason(settings)  # None: one thread, fp32
     try:
         return VoiceLibrary.for_settings(settings, profile=profile).get(name)
-    except (VoiceNotFound, VoiceLoadError) as exc:
+    except VoiceNotFound as exc:
+        raise UsageError(str(exc)) from exc
+    except VoiceLoadError as exc:
         raise CommandError(str(exc)) from exc
 
 
@@ -65,13 +70,12 @@ def run_synth(args: argparse.Namespace) -> int:
     text = checked_text(args.text, settings)
     params = synthesis_params(args)
     voice = _voice(settings, args.voice)
+    checked_speaker(params.speaker_id, voice.name, voice.config.num_speakers)
     try:
         chunks = voice.synthesize(text, params)
         first = next(chunks)
-    except TextError as exc:
-        raise CommandError(str(exc)) from exc
-    except ValueError as exc:
-        raise CommandError(str(exc)) from exc
+    except (TextError, ValueError) as exc:  # text the voice cannot speak, a bad parameter
+        raise UsageError(str(exc)) from exc
     out = sys.stdout.buffer if str(args.out) == "-" else None
     try:
         target: Any = out if out is not None else open(args.out, "wb")  # noqa: SIM115
@@ -134,16 +138,22 @@ def run_phonemize(args: argparse.Namespace) -> int:
     try:
         bundle_dir = library.bundle_dir(args.voice or settings.models.default_voice)
         config = VoiceConfig.from_file(bundle_dir / read_manifest(bundle_dir)["config"])
-    except (VoiceNotFound, VoiceLoadError, BundleError) as exc:
+    except VoiceNotFound as exc:
+        raise UsageError(str(exc)) from exc
+    except (VoiceLoadError, BundleError) as exc:
         raise CommandError(str(exc)) from exc
     frontend = Frontend(config.espeak_voice, config.phoneme_id_map,
                         max_chars=settings.synthesis.max_text_chars, cache_size=0)
     try:
         sentences = frontend.sentences(read_text(args.text))
     except TextError as exc:
-        raise CommandError(str(exc)) from exc
-    print(json.dumps({"sentences": [
-        {"text": s.text, "phonemes": "".join(s.phonemes), "ids": frontend.ids(s)}
-        for s in sentences
-    ]}, ensure_ascii=False))
+        raise UsageError(str(exc)) from exc
+    rows = [{"text": s.text, "phonemes": "".join(s.phonemes), "ids": frontend.ids(s)}
+            for s in sentences]
+    if args.json:
+        print(json.dumps({"sentences": rows}, ensure_ascii=False))
+        return 0
+    for row in rows:
+        print(f"{row['text']}\n  phonemes  {row['phonemes']}\n"
+              f"  ids       {' '.join(map(str, row['ids']))}")
     return 0

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.commands import CommandError, add_config_argument, settings_from_args
+from agent.commands import CommandError, UsageError, add_config_argument, settings_from_args
 from agent.commands.profile import add_sysroot_argument
 
 if TYPE_CHECKING:
@@ -70,17 +70,18 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from agent.hardware.effective import resolve_profile
     from agent.hardware.profiles import ProfileError
-    from agent.logs import configure_logging
 
-    settings = settings_from_args(args, configure_logs=False)
-    configure_logging("debug" if settings.log.level == "debug" else "warning", settings.log.format)
-    text = args.text or _default_text()
+    settings = settings_from_args(args)
+    text = _default_text() if args.text is None else args.text
+    if not text.strip():
+        raise UsageError("--text is empty: give a text to measure, or leave --text out for "
+                         "the built-in one")
     if len(text) > MAX_TUNE_TEXT:
-        raise CommandError(f"--text is longer than {MAX_TUNE_TEXT} characters")
+        raise UsageError(f"--text is longer than {MAX_TUNE_TEXT} characters")
     if not 0 <= args.tolerance <= 1:
-        raise CommandError("--tolerance must be between 0 and 1")
+        raise UsageError(f"--tolerance must be between 0 and 1 (got {args.tolerance:g})")
     if not args.sysroot.is_dir():
-        raise CommandError(f"sysroot is not a directory: {args.sysroot}")
+        raise UsageError(f"--sysroot is not a directory: {args.sysroot}")
     try:
         profile = resolve_profile(settings, sysroot=args.sysroot, use_tune=False)
     except ProfileError as exc:
@@ -107,8 +108,8 @@ def _tune(args: argparse.Namespace, settings: Settings, profile: EffectiveProfil
     variants: list[ModelVariant] = [v for v in ("fp32", "int8") if v in bundle.variants
                                     and args.variant in ("all", v)]
     if not variants:
-        raise CommandError(f"voice {name} has no {args.variant} variant "
-                           f"(has: {', '.join(sorted(bundle.variants))})")
+        raise UsageError(f"voice {name} has no {args.variant} variant "
+                         f"(has: {', '.join(sorted(bundle.variants))})")
     configs = candidate_configs(profile, variants, args.threads)
     if not args.json:
         _print_plan(bundle, profile, len(configs), args.repeats, text)
@@ -140,7 +141,9 @@ def _bundle(settings: Settings, name: str) -> Bundle:
 
     try:
         return verify_bundle(VoiceLibrary(settings).bundle_dir(name))
-    except (VoiceNotFound, BundleError) as exc:
+    except VoiceNotFound as exc:
+        raise UsageError(str(exc)) from exc
+    except BundleError as exc:
         raise CommandError(str(exc)) from exc
 
 

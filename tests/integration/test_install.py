@@ -192,7 +192,7 @@ def test_full_install_runs_the_agent_with_the_voice(tmp_path: Path) -> None:
     # The installed environment streams (onnx, which builds the switchable graph, is a
     # run-time dependency, not a development one).
     synth = subprocess.run([*agent, "--config", str(root / "etc/tts-agent/agent.toml"),
-                            "synth", "--text", "Welcome to the station.",
+                            "synth", "-v", "--text", "Welcome to the station.",
                             "--out", str(tmp_path / "w.wav")],
                            capture_output=True, text=True, timeout=300, check=False,
                            env={**env, "TTS_AGENT_CACHE__DIR": str(tmp_path / "cache")})

@@ -71,7 +71,7 @@ def test_profile_check_reports_broken_files(tmp_path: Path,
     bad = tmp_path / "bad.toml"
     bad.write_text("[audio]\nbuffer_periods = 1\n")
     assert main(["profile", "--check", str(good)]) == 0
-    assert main(["profile", "--check", str(tmp_path)]) == 1
+    assert main(["profile", "--check", str(tmp_path)]) == 2  # a file fails its check (#19-12)
     out = capsys.readouterr().out
     assert f"ok   {good}" in out
     assert f"FAIL {bad}: field audio.buffer_periods" in out
@@ -80,7 +80,7 @@ def test_profile_check_reports_broken_files(tmp_path: Path,
 
 def test_profile_bad_sysroot_is_one_line_error(tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["profile", "--sysroot", str(tmp_path / "missing")]) == 1
+    assert main(["profile", "--sysroot", str(tmp_path / "missing")]) == 2  # usage (#19-12)
     assert "sysroot is not a directory" in capsys.readouterr().err
 
 
@@ -123,7 +123,7 @@ def test_tune_dry_run_json_stores_nothing(tiny_voice_dir: Path, tmp_path: Path,
 def test_tune_unknown_voice_is_a_clear_error(tiny_voice_dir: Path, tmp_path: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:
     config = str(_config(tmp_path, tiny_voice_dir.parent))
-    assert main(["tune", "--config", config, "--voice", "nobody", "--dry-run"]) == 1
+    assert main(["tune", "--config", config, "--voice", "nobody", "--dry-run"]) == 2  # #19-12
     assert "no voice named 'nobody'" in capsys.readouterr().err
-    assert main(["tune", "--config", config, "--variant", "int8", "--dry-run"]) == 1
+    assert main(["tune", "--config", config, "--variant", "int8", "--dry-run"]) == 2
     assert "has no int8 variant" in capsys.readouterr().err

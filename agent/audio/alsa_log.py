@@ -1,0 +1,67 @@
+"""alsa-lib's own messages go to our log instead of straight to stderr.
+
+alsa-lib prints what goes wrong inside it (``ALSA lib pcm.c:2666:(snd_pcm_open_noupdate)
+Unknown PCM x``, eight lines for a missing card) to stderr by itself, before pyalsaaudio
+raises the error the player reports anyway. :func:`route_alsa_messages` installs an error
+handler (``snd_lib_error_set_handler``) that logs each one as ``alsa_lib`` at info level
+instead: in the journal under the daemon, hidden for a command unless ``-v``.
+
+The handler is C-variadic (``file, line, function, err, fmt, ...``); it is called through a
+fixed-argument ctypes callback that reads the five named arguments only, never the varargs,
+so the message is the format string itself (``cannot find card '%i'``) with the function,
+source position and error. It is installed once, in the process that opens PCMs (the PCM
+helper, :mod:`agent.audio.pcm_server`), and the callback object is kept for the life of the
+process, since alsa-lib holds its address.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from typing import Any
+
+from agent.logs import get_logger
+
+__all__ = ["route_alsa_messages"]
+
+log = get_logger(__name__)
+
+_HANDLER = ctypes.CFUNCTYPE(None, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_int,
+                            ctypes.c_char_p)
+_MAX_TEXT = 512
+"""Longest part of a message logged (alsa-lib's are short; a bound all the same)."""
+_installed: list[Any] = []
+"""The callback alsa-lib calls; kept here so that it is never collected."""
+
+
+def _text(value: bytes | None) -> str:
+    return (value or b"")[:_MAX_TEXT].decode("utf-8", "replace").strip()
+
+
+def _on_message(file: bytes | None, line: int, function: bytes | None, err: int,
+                fmt: bytes | None) -> None:
+    try:
+        fields: dict[str, Any] = {"function": _text(function), "source": f"{_text(file)}:{line}"}
+        if err:
+            fields["error"] = os.strerror(abs(err))
+        log.info("alsa_lib", message=_text(fmt), **fields)
+    except Exception:  # noqa: S110 - an exception must not cross back into alsa-lib
+        pass
+
+
+def route_alsa_messages() -> bool:
+    """Install the handler (once per process); False when alsa-lib cannot be loaded."""
+    if _installed:
+        return True
+    try:
+        lib = ctypes.CDLL("libasound.so.2")
+        set_handler = lib.snd_lib_error_set_handler
+    except (OSError, AttributeError):
+        return False
+    handler = _HANDLER(_on_message)
+    set_handler.argtypes = [_HANDLER]
+    set_handler.restype = ctypes.c_int
+    if set_handler(handler) != 0:
+        return False
+    _installed.append(handler)
+    return True
