@@ -157,6 +157,8 @@ def test_bad_input_is_one_line_and_the_status_of_the_table(
     ["voices"],
     ["models", "verify"],
     ["say", "Hello there."],
+    ["prepare"],
+    ["profile"],
 ], ids=lambda a: " ".join(a[:2]))
 def test_a_success_writes_nothing_on_stderr(args: list[str], env: dict[str, str],
                                             tmp_path: Path) -> None:
