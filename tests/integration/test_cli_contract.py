@@ -26,6 +26,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -33,6 +34,9 @@ from agent.cli import build_parser
 from agent.commands import EXIT_CODES, NO_ANSWER, OK, USAGE
 from tests.support import REPO
 from tests.support.alsa_sink import AlsaConfig
+
+if TYPE_CHECKING:
+    from tests.support.broker import Broker
 
 pytestmark = pytest.mark.alsa
 
@@ -310,3 +314,12 @@ def test_the_exit_codes_are_the_documented_table() -> None:
     documented = {int(m[1]) for m in re.finditer(r"^\| (\d+) \|", section, re.MULTILINE)}
     assert documented == set(EXIT_CODES)
     assert NO_ANSWER == 3
+
+
+@pytest.mark.broker
+def test_send_succeeds_with_nothing_on_stderr(env: dict[str, str], tmp_path: Path,
+                                              mqtt_broker: Broker) -> None:
+    result = tts("send", "-h", mqtt_broker.host, "-p", str(mqtt_broker.port),
+                 "--device", "kiosk-1", "ping", env=env, cwd=tmp_path)
+    assert (result.returncode, result.stderr) == (OK, "")
+    assert json.loads(result.stdout)["topic"].endswith("kiosk-1/cmd/ping")
