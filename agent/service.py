@@ -243,10 +243,10 @@ class AgentService:
         self.notifier.ready(status=summary_line(snap))
 
     def reload(self, load_settings: Callable[[], Settings] | None = None) -> str:
-        """SIGHUP (main thread): ``RELOADING=1``, re-read the settings where that is safe
-        (:func:`agent.reload.reload_settings`), re-check every voice, ``READY=1``. Returns the
-        one-line result (also the STATUS). The voices are re-checked even when the settings
-        file cannot be read."""
+        """SIGHUP (:mod:`agent.signals`' reload thread): ``RELOADING=1``, re-read the settings
+        where that is safe (:func:`agent.reload.reload_settings`), re-check every voice, then
+        ``READY=1`` unless a stop came meanwhile. Returns the one-line result (also the STATUS);
+        the voices are re-checked even when the settings file cannot be read."""
         self.notifier.reloading(status="reloading settings and voices")
         log.info("reload_started")
         parts = []
@@ -255,10 +255,10 @@ class AgentService:
             parts.append(text)
         parts.append(voices_summary(self.voices.reload()))
         self.reporter.request()
-        summary = "reloaded: " + "; ".join(parts)
-        snap = self.health.snapshot()
+        summary, snap = "reloaded: " + "; ".join(parts), self.health.snapshot()
         log.info("reload_finished", summary=summary, state=snap["state"])
-        self.notifier.ready(status=f"{summary}; {summary_line(snap)}")
+        if not self.stopping.is_set():
+            self.notifier.ready(status=f"{summary}; {summary_line(snap)}")
         return summary
 
     def stop(self, grace_s: float = SHUTDOWN_GRACE_S) -> bool:

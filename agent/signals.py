@@ -12,7 +12,9 @@ handler, whichever thread it runs on, writes the signal number there, ``poll`` r
 the interpreter runs the Python handler on the main thread at once. The wait is also bounded
 (:data:`POLL_S`), so a wake-up byte that could not be written (a full socket) delays a signal
 by at most that long. The start waits for the default voice in timed steps and asks whether a
-stop came (``service.start(cancelled)``), so a stop during a long load takes effect too.
+stop came (``service.start(cancelled)``), so a stop during a long load takes effect too; a
+SIGHUP reload runs on a helper thread while the main thread keeps waiting for signals, so a
+stop during a long (or hung) voice check is not held until the check ends.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import contextlib
 import select
 import signal
 import socket
+import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Protocol
 
@@ -35,6 +38,8 @@ log = get_logger(__name__)
 
 POLL_S = 0.5
 """Longest the main thread waits without looking at the signals received (s)."""
+RELOAD_POLL_S = 0.05
+"""How often the main thread looks whether a reload ended (s)."""
 _SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
@@ -79,9 +84,34 @@ def _wait(reader: socket.socket, timeout: float) -> None:
                 pass
 
 
+def _reload(service: Service, load_settings: Callable[[], Settings] | None,
+            reader: socket.socket, stop_received: Callable[[], bool]) -> None:
+    """``service.reload`` on a helper thread; returns when it ended or a stop came (the stop
+    then proceeds while the reload thread finishes or is left behind). An exception of the
+    reload is raised here, on the main thread, as it was when the main thread reloaded."""
+    done = threading.Event()
+    failure: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            service.reload(load_settings)
+        except BaseException as exc:
+            failure.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=work, name="reload", daemon=True).start()
+    while not done.is_set() and not stop_received():
+        _wait(reader, RELOAD_POLL_S)
+    if failure:
+        raise failure[0]
+
+
 def run_until_signal(service: Service,
                      load_settings: Callable[[], Settings] | None = None) -> int:
     """Run ``service`` until SIGTERM or SIGINT; exit status 0. Main thread only.
+
+    SIGHUPs that come during a reload are served by one more reload after it.
 
     Start, then ``READY=1`` (the default voice is warm) unless a stop signal came during
     the start (the start asks ``cancelled`` while it waits for the default voice, and ends
@@ -115,7 +145,7 @@ def run_until_signal(service: Service,
                 if any(sig != signal.SIGHUP for sig in pending):
                     break
                 if pending:
-                    service.reload(load_settings)
+                    _reload(service, load_settings, reader, stop_received)
         finally:
             service.stop()
             for sig, handler in previous.items():

@@ -172,3 +172,64 @@ def test_a_stop_signal_during_a_slow_start_cuts_it_short() -> None:
         assert not rescued, "SIGTERM during the start was lost"
         assert service.start_cancelled and not service.ready.is_set()
         assert service.stops == 1
+
+
+class HungReloadService(FakeService):
+    """A reload that never ends on its own (a voice check that hangs)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+
+    def reload(self, load_settings: Callable[[], object] | None = None) -> str:
+        self.reloads += 1
+        self.reloaded.release()
+        self.release.wait(3 * WAIT_S)
+        return "reloaded"
+
+
+@pytest.mark.parametrize("to_worker", [False, True])
+def test_a_stop_during_a_reload_that_never_ends_stops_the_loop(to_worker: bool) -> None:
+    service = HungReloadService()
+    main = threading.main_thread().ident
+    assert main is not None
+
+    def sender() -> None:
+        assert service.ready.wait(WAIT_S)
+        from_worker(signal.SIGHUP)
+        assert service.reloaded.acquire(timeout=WAIT_S)
+        settle()
+        if to_worker:
+            from_worker(signal.SIGTERM)
+        else:
+            signal.pthread_kill(main, signal.SIGTERM)
+
+    thread = threading.Thread(target=sender, name="worker", daemon=True)
+    try:
+        with rescue_after(WAIT_S) as rescued:
+            thread.start()
+            assert run_until_signal(service) == 0
+        assert not rescued, "SIGTERM during a reload was held until the reload ended"
+        assert service.reloads == 1 and service.stops == 1
+    finally:
+        service.release.set()
+        thread.join(WAIT_S)
+
+
+def test_a_failing_reload_is_raised_on_the_main_thread_and_still_stops() -> None:
+    class Broken(FakeService):
+        def reload(self, load_settings: Callable[[], object] | None = None) -> str:
+            raise RuntimeError("settings exploded")
+
+    service = Broken()
+
+    def sender() -> None:
+        assert service.ready.wait(WAIT_S)
+        from_worker(signal.SIGHUP)
+
+    thread = threading.Thread(target=sender, name="worker", daemon=True)
+    with rescue_after(WAIT_S) as rescued, pytest.raises(RuntimeError, match="exploded"):
+        thread.start()
+        run_until_signal(service)
+    thread.join(WAIT_S)
+    assert not rescued and service.stops == 1
