@@ -19,7 +19,10 @@ file, so a check run by hand as root cannot tell (``--explain`` says so).
 One line per problem on standard error and exit 2; otherwise the effective settings as JSON
 (secrets masked) and exit 0. ``--explain`` prints what was checked and which path rule applied
 instead of the JSON; ``--settings-only`` checks the settings alone (a staged install, whose
-paths are not in place yet).
+paths are not in place yet). ``--gate`` (the unit's ``ExecStartPre=``) prints the default voice's
+problems as warnings and does not fail on them: the agent then starts, reports the refused voice
+to the fleet (``model_rejected``, health ``failing``) and loads it once its files are mended,
+which a device held in systemd's restart loop could not.
 """
 
 from __future__ import annotations
@@ -39,7 +42,10 @@ if TYPE_CHECKING:
     from agent.hardware.effective import EffectiveProfile
     from agent.settings import Settings
 
-__all__ = ["Check", "register", "run", "run_checks"]
+__all__ = ["VOICE_SETTINGS", "Check", "register", "run", "run_checks"]
+
+VOICE_SETTINGS = frozenset({"models.default_voice"})
+"""Problems that ``--gate`` lets through: the agent reports them itself once it runs."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +68,9 @@ def register(subparsers: Any) -> None:
                         help="print what was checked and which path rule applied, not the JSON")
     parser.add_argument("--settings-only", action="store_true",
                         help="validate the settings only: no file, voice or device is checked")
+    parser.add_argument("--gate", action="store_true",
+                        help="as the unit's start gate: the default voice's problems are "
+                             "warnings (the agent starts and reports them)")
     parser.set_defaults(handler=run)
 
 
@@ -72,6 +81,11 @@ def run(args: argparse.Namespace) -> int:
         return 0
     checks = run_checks(settings)
     problems = [check for check in checks if check.problem]
+    if args.gate:  # the running agent reports a refused voice and loads it once mended
+        for check in [c for c in problems if c.setting in VOICE_SETTINGS]:
+            print(f"tts-agent check-config: warning: {check.setting}: {check.problem} "
+                  "(the agent starts and reports it)", file=sys.stderr)
+        problems = [c for c in problems if c.setting not in VOICE_SETTINGS]
     for check in problems:
         print(f"tts-agent check-config: error: {check.setting}: {check.problem}", file=sys.stderr)
     if args.explain:

@@ -118,6 +118,26 @@ def test_default_voice_that_does_not_match_its_manifest(setup: Setup) -> None:
     refused(setup.run(), "models.default_voice", "sha256")
 
 
+def test_the_gate_lets_a_damaged_voice_through_as_a_warning(setup: Setup) -> None:
+    """The unit's gate (--gate): the agent starts and reports the refused voice to the fleet
+    instead of sitting in systemd's restart loop; everything else still stops the start."""
+    model = setup.models / VOICE / f"{VOICE}.onnx"
+    data = bytearray(model.read_bytes())
+    data[-1] ^= 0xFF
+    model.write_bytes(bytes(data))
+    result = setup.run("--gate")
+    assert result.returncode == 0, result.stderr
+    [line] = result.stderr.splitlines()
+    assert line.startswith("tts-agent check-config: warning: models.default_voice: ")
+    assert "sha256" in line and "the agent starts and reports it" in line
+    assert json.loads(result.stdout)["models"]["default_voice"] == VOICE
+    setup.set("mqtt", "password_file", str(setup.root / "missing-password"))
+    result = setup.run("--gate")
+    assert result.returncode == 2
+    errors = [x for x in result.stderr.splitlines() if ": error: " in x]
+    assert len(errors) == 1 and "mqtt.password_file" in errors[0]
+
+
 @pytest.mark.parametrize("key", ["ca_file", "cert_file", "password_file"])
 def test_missing_mqtt_files(setup: Setup, key: str) -> None:
     setup.set("mqtt", key, str(setup.root / "absent.pem"))

@@ -101,7 +101,7 @@ def test_the_unit_keeps_the_service_contract() -> None:
                if key.startswith("Service.")}
     assert service["Type"] == ["notify"]
     assert service["NotifyAccess"] == ["main"]  # watchdog pings come from threads of the main PID
-    assert service["ExecStartPre"] == [f"{INSTALLED_BINARY} check-config"]
+    assert service["ExecStartPre"] == [f"{INSTALLED_BINARY} check-config --gate"]
     assert service["ExecStart"] == [f"{INSTALLED_BINARY} run"]
     assert service["ExecReload"] == ["/bin/kill -HUP $MAINPID"]
     assert service["Restart"] == ["on-failure"]
