@@ -18,29 +18,9 @@ from agent.settings import Settings
 from agent.voice.bundle import write_manifest
 from agent.voice.voice import VoiceLoadError
 from tests.support import make_tiny_voice
+from tests.support.recorders import ModelEvents as Events
 
 VOICE = make_tiny_voice.VOICE
-
-
-class Events:
-    """Collects model events from the library (called on the watcher thread)."""
-
-    def __init__(self) -> None:
-        self.items: list[dict[str, Any]] = []
-        self.cond = threading.Condition()
-
-    def __call__(self, event: dict[str, Any]) -> None:
-        with self.cond:
-            self.items.append(event)
-            self.cond.notify_all()
-
-    def kinds(self) -> list[str]:
-        return [e["event"] for e in self.items]
-
-    def wait_for(self, predicate: Callable[[list[dict[str, Any]]], bool],
-                 timeout: float = 30.0) -> None:
-        with self.cond:
-            assert self.cond.wait_for(lambda: predicate(self.items), timeout), self.items
 
 
 def make_library(models: Path, events: Events, **models_settings: Any) -> VoiceLibrary:

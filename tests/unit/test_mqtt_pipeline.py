@@ -18,7 +18,7 @@ import pytest
 from agent.audio.item import PlayItem
 from agent.audio.queue import PlayQueue
 from agent.library.voices import VoiceLibrary
-from agent.mqtt.client import InboundMessage, OutboundMessage, Publication
+from agent.mqtt.client import InboundMessage
 from agent.mqtt.dispatch import Dispatcher, speak_deadline, speak_request
 from agent.mqtt.hermes import HermesOrigin
 from agent.mqtt.intake import Intake, Request
@@ -31,22 +31,12 @@ from agent.pipeline.jobs import JobQueue, JobsFull, SpeakJob, SpeakRequest
 from agent.pipeline.worker import SynthesisWorker
 from agent.settings import Settings
 from agent.voice.voice import SynthesisParams
+from tests.support import recorders
 
 DEV = Namespace("tts").device("d1")
 
 
-class Sent:
-    """Records what would be published (stands in for the MQTT client)."""
-
-    def __init__(self) -> None:
-        self.messages: list[OutboundMessage] = []
-
-    def publish(self, message: OutboundMessage) -> Publication:
-        self.messages.append(message)
-        done = threading.Event()
-        done.set()
-        return Publication(len(self.messages), done)
-
+class Sent(recorders.Sent):
     def events(self) -> list[dict[str, object]]:
         return [json.loads(m.payload) for m in self.messages if m.topic == DEV.events]
 

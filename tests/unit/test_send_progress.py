@@ -8,33 +8,21 @@ broker and agent are in tests/integration/test_send_cli.py).
 from __future__ import annotations
 
 import json
-import threading
 
 import pytest
 
 from agent.cli import main
-from agent.mqtt.client import OutboundMessage, Publication
 from agent.mqtt.protocol import CommandEvent
 from agent.mqtt.publisher import EventPublisher, ReplyRoute
 from agent.mqtt.topics import Namespace, Topic
 from agent.mqtt.tracker import RequestTracker
+from tests.support import recorders
 from tests.support.clock import FakeClock
 
 DEV = Namespace("tts").device("d1")
 
 
-class Sent:
-    """Records what would be published (stands in for the MQTT client)."""
-
-    def __init__(self) -> None:
-        self.messages: list[OutboundMessage] = []
-
-    def publish(self, message: OutboundMessage) -> Publication:
-        self.messages.append(message)
-        done = threading.Event()
-        done.set()
-        return Publication(len(self.messages), done)
-
+class Sent(recorders.Sent):
     def kinds(self, request_id: str) -> list[str]:
         events = [json.loads(m.payload) for m in self.messages if m.topic == DEV.events]
         return [e["event"] + (f":{e['state']}" if "state" in e else "")

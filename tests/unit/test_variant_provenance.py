@@ -9,9 +9,7 @@ record is checked on the Piper-structured test voice it can quantize.
 from __future__ import annotations
 
 import os
-import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,27 +21,10 @@ from agent.library.voices import VoiceLibrary
 from agent.settings import Settings
 from agent.voice.bundle import read_manifest, sha256_file, write_manifest
 from tests.support import make_tiny_voice, quant_voice
+from tests.support.recorders import ModelEvents as Events
 
 VOICE = make_tiny_voice.VOICE
 FP32, INT8 = f"{VOICE}.onnx", f"{VOICE}.int8.onnx"
-
-
-class Events:
-    def __init__(self) -> None:
-        self.items: list[dict[str, Any]] = []
-        self.cond = threading.Condition()
-
-    def __call__(self, event: dict[str, Any]) -> None:
-        with self.cond:
-            self.items.append(event)
-            self.cond.notify_all()
-
-    def wait_for(self, predicate: Callable[[dict[str, Any]], bool],
-                 timeout: float = 30.0) -> dict[str, Any]:
-        with self.cond:
-            assert self.cond.wait_for(lambda: any(predicate(e) for e in self.items),
-                                      timeout), self.items
-            return next(e for e in self.items if predicate(e))
 
 
 def settle(bundle: Path) -> None:
@@ -179,7 +160,7 @@ def test_a_damaged_fp32_while_int8_serves_is_reported(bundle: Path) -> None:
     settle(bundle)
     assert reload(library) == ["unchanged"]  # int8 keeps serving
     assert library.get() is voice
-    damaged = events.wait_for(lambda e: e["event"] == "model_damaged")
+    damaged = events.wait_for_event(lambda e: e["event"] == "model_damaged")
     assert damaged["files"] == [FP32] and "size" in damaged["reason"]
     state, reasons = health_of(library)
     assert state == "degraded" and FP32 in reasons[0] and "not served" in reasons[0]
@@ -189,7 +170,7 @@ def test_a_damaged_fp32_while_int8_serves_is_reported(bundle: Path) -> None:
     (bundle / FP32).write_bytes(bytes(flipped))
     settle(bundle)
     assert reload(library) == ["unchanged"]
-    events.wait_for(lambda e: e["event"] == "model_damaged" and "sha256" in e["reason"])
+    events.wait_for_event(lambda e: e["event"] == "model_damaged" and "sha256" in e["reason"])
     assert "sha256" in health_of(library)[1][0]
     (bundle / FP32).write_bytes(data)  # repaired
     settle(bundle)
@@ -210,7 +191,7 @@ def test_a_fifo_in_place_of_the_unserved_model_is_reported_not_read(bundle: Path
     settle(bundle)
     reload(library)
     # (the start's background hash may have seen the file missing in between: reported too)
-    events.wait_for(lambda e: e["event"] == "model_damaged"
+    events.wait_for_event(lambda e: e["event"] == "model_damaged"
                     and "not a regular file" in e["reason"])
 
 
