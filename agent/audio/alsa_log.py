@@ -12,6 +12,11 @@ so the message is the format string itself (``cannot find card '%i'``) with the 
 source position and error. It is installed once, in the process that opens PCMs (the PCM
 helper, :mod:`agent.audio.pcm_server`), and the callback object is kept for the life of the
 process, since alsa-lib holds its address.
+
+alsa-lib often reports an error and then returns ``-errno`` (``SYSERR(...); return -errno;``),
+so the handler must leave the C ``errno`` as it found it: logging makes system calls, and a
+changed ``errno`` turned a failed open of a file PCM into success. It is saved and put back
+through libc's ``__errno_location``.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ _MAX_TEXT = 512
 """Longest part of a message logged (alsa-lib's are short; a bound all the same)."""
 _installed: list[Any] = []
 """The callback alsa-lib calls; kept here so that it is never collected."""
+_errno: list[Any] = []
+"""libc's ``__errno_location`` (the calling thread's ``errno``), once installed."""
 
 
 def _text(value: bytes | None) -> str:
@@ -40,6 +47,7 @@ def _text(value: bytes | None) -> str:
 
 def _on_message(file: bytes | None, line: int, function: bytes | None, err: int,
                 fmt: bytes | None) -> None:
+    saved = _errno[0]().contents.value if _errno else None
     try:
         fields: dict[str, Any] = {"function": _text(function), "source": f"{_text(file)}:{line}"}
         if err:
@@ -47,6 +55,9 @@ def _on_message(file: bytes | None, line: int, function: bytes | None, err: int,
         log.info("alsa_lib", message=_text(fmt), **fields)
     except Exception:  # noqa: S110 - an exception must not cross back into alsa-lib
         pass
+    finally:
+        if saved is not None:
+            _errno[0]().contents.value = saved  # alsa-lib may return -errno next
 
 
 def route_alsa_messages() -> bool:
@@ -56,8 +67,12 @@ def route_alsa_messages() -> bool:
     try:
         lib = ctypes.CDLL("libasound.so.2")
         set_handler = lib.snd_lib_error_set_handler
+        errno_location = ctypes.CDLL(None).__errno_location
     except (OSError, AttributeError):
-        return False
+        return False  # without a way to keep errno, alsa-lib keeps printing its own lines
+    errno_location.restype = ctypes.POINTER(ctypes.c_int)
+    errno_location.argtypes = []
+    _errno.append(errno_location)
     handler = _HANDLER(_on_message)
     set_handler.argtypes = [_HANDLER]
     set_handler.restype = ctypes.c_int
