@@ -228,6 +228,7 @@ def _models(settings: Settings, profile: EffectiveProfile | None) -> list[Check]
     """``models.dir`` and the default voice in it."""
     from agent.voice.bundle import (
         BundleError,
+        installed_voices,
         read_bundle,
         read_manifest,
         resolve_bundle_dir,
@@ -239,9 +240,7 @@ def _models(settings: Settings, profile: EffectiveProfile | None) -> list[Check]
     if where.problem:
         return [where]
     try:
-        installed = sorted(entry.name for entry in models.iterdir()
-                           if (entry / "manifest.json").is_file()
-                           or (entry / "current" / "manifest.json").is_file())
+        installed = installed_voices(models)
     except OSError as exc:
         return [where, Check("models.default_voice", f"cannot list {models}: {exc.strerror}")]
     if name not in installed:

@@ -46,7 +46,7 @@ from agent.library.validation import Validator
 from agent.library.variants import UnservedCheck
 from agent.logs import get_logger
 from agent.settings import Settings
-from agent.voice.bundle import MANIFEST_NAME, resolve_bundle_dir
+from agent.voice.bundle import installed_voices, resolve_bundle_dir
 from agent.voice.memory import trim_heap
 from agent.voice.options import VoiceOptions
 from agent.voice.voice import Voice, VoiceLoadError
@@ -111,13 +111,7 @@ class VoiceLibrary:
 
     def names(self) -> list[str]:
         """Names of the voices installed (bundles with a manifest), sorted."""
-        if not self.models_dir.is_dir():
-            return []
-        return sorted(
-            entry.name for entry in self.models_dir.iterdir()
-            if not entry.name.startswith(".") and entry.is_dir()
-            and (resolve_bundle_dir(entry) / MANIFEST_NAME).is_file()
-        )
+        return installed_voices(self.models_dir) if self.models_dir.is_dir() else []
 
     def bundle_dir(self, name: str) -> Path:
         """Where voice ``name`` lives (after following a staged ``current`` link)."""

@@ -47,8 +47,9 @@ from agent.voice.graph_scan import ModelFacts, scan_model
 
 __all__ = [
     "DEFAULT_MAX_FILE_BYTES", "MANIFEST_NAME", "MAX_BUNDLE_ENTRIES", "Bundle", "BundleError",
-    "ModelFacts", "check_model", "check_sha256", "opened_model", "read_bundle", "read_manifest",
-    "read_verified", "resolve_bundle_dir", "sha256_file", "verify_bundle", "write_manifest",
+    "ModelFacts", "check_model", "check_sha256", "installed_voices", "opened_model", "read_bundle",
+    "read_manifest", "read_verified", "resolve_bundle_dir", "sha256_file", "verify_bundle",
+    "write_manifest",
 ]
 
 MANIFEST_NAME = "manifest.json"
@@ -107,6 +108,16 @@ def resolve_bundle_dir(voice_dir: Path) -> Path:
     if staged_target(voice_dir, current) is None:
         return current
     return current.resolve()
+
+
+def installed_voices(models_dir: Path) -> list[str]:
+    """Names of the voices in ``models_dir`` (visible directories whose bundle, after a staged
+    ``current``, has a manifest), sorted. Raises :class:`OSError` when it cannot be listed."""
+    return sorted(
+        entry.name for entry in models_dir.iterdir()
+        if not entry.name.startswith(".") and entry.is_dir()
+        and (resolve_bundle_dir(entry) / MANIFEST_NAME).is_file()
+    )
 
 
 def _safe_file_name(name: Any) -> str:
