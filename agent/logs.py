@@ -37,15 +37,19 @@ _configured: list[str] = ["info", "auto"]
 
 class _StderrLogger:
     """Writes each rendered line to whatever ``sys.stderr`` is *now* (not when logging was
-    configured), so replacing the stream (test capture, daemonisation) never breaks logging."""
+    configured), so replacing the stream (test capture, daemonisation) never breaks logging; a
+    line that cannot be written is dropped rather than raised into the code that logged it."""
 
     def __init__(self, *_args: Any) -> None:
         pass
 
     def msg(self, message: str) -> None:
         stream = sys.stderr
-        stream.write(message + "\n")
-        stream.flush()
+        try:
+            stream.write(message + "\n")
+            stream.flush()
+        except (OSError, ValueError):  # closed or broken stderr (journald restarting,
+            pass  # a test's capture swapped out): a log line must never fail the caller's work
 
     log = debug = info = warn = warning = error = critical = exception = fatal = msg
 
