@@ -1,0 +1,120 @@
+"""What a request asks to be said, before any voice runs: the shared types of #16's text path.
+
+A request's text becomes a :class:`Document`, an ordered tuple of parts:
+
+- :class:`Speech`: words for a voice, as *pieces*: plain text (``str``), which is normalised
+  (numbers, money, dates, abbreviations...) and phonemized by espeak-ng, and :class:`Phonemes`,
+  IPA given by the request (SSML ``<phoneme>``) or the device lexicon, fed to the voice as they
+  are. ``voice`` switches to another installed voice for this part; ``rate`` and ``volume``
+  multiply the request's speed and volume (SSML ``<prosody>``).
+- :class:`Pause`: silence of an exact length (SSML ``<break>``, paragraph ends).
+- :class:`Sound`: a named earcon from the chimes directory (the ``chime`` field, SSML ``<audio>``).
+
+Plain text is a document of one :class:`Speech` of one piece (:func:`plain`). The parts are
+played back to back as one utterance: one set of events, one stop, one phrase-cache entry.
+
+This module holds only the types (no behaviour beyond validation), so that the SSML parser,
+the lexicon, the normalizer, the frontend and the synthesis worker agree on one shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+__all__ = ["MAX_PAUSE_S", "Document", "Part", "Pause", "Phonemes", "Piece", "Sound", "Speech",
+           "plain", "spoken_text"]
+
+MAX_PAUSE_S = 10.0
+"""The longest single pause a document may hold (SSML allows at most 10 s per ``break``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Phonemes:
+    """IPA to feed the voice as is; ``text`` is what it stands for (logs, events)."""
+
+    ipa: str
+    text: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.ipa.strip():
+            raise ValueError("phonemes are empty")
+
+
+Piece = str | Phonemes
+"""Plain text to normalise and phonemize, or phonemes given as they are."""
+
+
+@dataclass(frozen=True, slots=True)
+class Speech:
+    """Words for one voice, said as one stretch (sentences are found inside it)."""
+
+    pieces: tuple[Piece, ...]
+    voice: str | None = None
+    """Another installed voice for this part; None: the request's voice."""
+    rate: float | None = None
+    """Multiplies the request's speaking rate (2.0 = twice as fast); None: 1.0."""
+    volume: float | None = None
+    """Multiplies the request's volume (0.0-1.0 after multiplying); None: 1.0."""
+    verbatim: bool = False
+    """True: the text pieces were already put in words (SSML ``say-as``); not normalised."""
+
+    def __post_init__(self) -> None:
+        if self.rate is not None and not self.rate > 0.0:
+            raise ValueError(f"rate {self.rate} must be positive")
+        if self.volume is not None and self.volume < 0.0:
+            raise ValueError(f"volume {self.volume} must not be negative")
+
+
+@dataclass(frozen=True, slots=True)
+class Pause:
+    """Silence of ``seconds`` (0 <= seconds <= :data:`MAX_PAUSE_S`)."""
+
+    seconds: float
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.seconds <= MAX_PAUSE_S:
+            raise ValueError(f"pause of {self.seconds} s outside 0-{MAX_PAUSE_S:g} s")
+
+
+@dataclass(frozen=True, slots=True)
+class Sound:
+    """A named earcon from the chimes directory (a plain name, checked where it is looked up)."""
+
+    name: str
+
+
+Part = Speech | Pause | Sound
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """The parts of one utterance, in order."""
+
+    parts: tuple[Part, ...]
+
+    def __iter__(self) -> Iterator[Part]:
+        return iter(self.parts)
+
+    def voices(self) -> set[str | None]:
+        """Every voice a speech part names (None: the request's own)."""
+        return {part.voice for part in self.parts if isinstance(part, Speech)}
+
+    def with_sound_first(self, name: str) -> Document:
+        """This document after the earcon ``name`` (a request's chime)."""
+        return Document((Sound(name), *self.parts))
+
+
+def plain(text: str) -> Document:
+    """The document of plain (non-SSML) text: one speech part of one piece."""
+    return Document((Speech((text,)),))
+
+
+def spoken_text(document: Document) -> str:
+    """The document's words as one string (text pieces, and what phonemes stand for): for
+    logs, events and script checks."""
+    words: list[str] = []
+    for part in document:
+        if isinstance(part, Speech):
+            words.extend(p if isinstance(p, str) else p.text for p in part.pieces)
+    return " ".join(w for w in words if w)
