@@ -55,7 +55,9 @@ from agent.pipeline.jobs import JobQueue
 from agent.pipeline.phrase_cache import PhraseWarmer, open_phrase_cache
 from agent.pipeline.worker import SynthesisWorker
 from agent.reload import reload_command, reload_settings, voices_summary
+from agent.service_addons import AddonSet
 from agent.service_health import add_sections, watch_workers
+from agent.service_status import ping_status, presence
 from agent.settings import Settings
 from agent.voice.onnx_session import pin_current_thread
 from agent.voice.voice import VoiceLoadError
@@ -124,6 +126,7 @@ class AgentService:
             notifier=self.notifier,
         )
         self.watchdog = Watchdog(self.liveness, self.notifier)
+        self.addons = AddonSet(self)
         add_sections(self.health, self)
 
     def _build_library(self, voices: VoiceLibrary | None) -> None:
@@ -228,6 +231,7 @@ class AgentService:
         else:
             log.warning("mqtt_disabled", hint="no commands can reach the agent")
         watch_workers(self.liveness, self)
+        self.addons.start()
         self.reporter.start()
 
     def notify_ready(self) -> None:
@@ -274,6 +278,7 @@ class AgentService:
         self.liveness.clear()  # the watchdog keeps pinging while the workers wind down
         log.info("agent_stopping", pending=self.tracker.pending())
         self.intake.close()
+        self.addons.stop(_JOIN_S)
         self.dispatcher.stop(_JOIN_S)
         for request in self.dispatcher.drain():
             self.tracker.answer(request.id, request.name, "rejected",
@@ -321,6 +326,7 @@ class AgentService:
         """MQTT network thread, after every successful connect: retained ``online`` and a
         fresh health report."""
         self.publisher.presence(self._presence("online"))
+        self.addons.on_connected()
         self.reporter.request()
 
     def _on_ping(self) -> None:
@@ -369,31 +375,14 @@ class AgentService:
             return
         self.publisher.health(snap)
 
-    # -- answers --------------------------------------------------------------------------
+    # -- answers (agent.service_status) ---------------------------------------------------
 
     def _presence(self, state: str) -> Presence:
-        if state == "offline":
-            return Presence(state="offline", device=self.settings.device_id)
-        return Presence(
-            state=state,  # type: ignore[arg-type]
-            device=self.settings.device_id, version=__version__, voices=self.voices.names(),
-            default_voice=self.settings.models.default_voice, profile=self.profile_name,
-            site_id=self.site_id if self.settings.mqtt.hermes else None, ts=time.time(),
-        )
+        return presence(self, state)
 
     def ping_status(self) -> PingStatus:
         """The small status ``ping`` answers with (dispatch thread)."""
-        return PingStatus(
-            state="stopping" if self.stopping.is_set() else "online",
-            version=__version__,
-            uptime_s=round(time.monotonic() - self.started_at, 3),
-            voices=self.voices.names(),
-            default_voice=self.settings.models.default_voice,
-            pending=self.tracker.pending(),
-            volume=self.volume,
-            mqtt_reconnects=self.client.reconnects if self.client is not None else 0,
-            health=dict(self.health.compact()),
-        )
+        return ping_status(self)
 
     def _reload(self, command: ReloadCommand) -> list[str]:
         """Dispatch thread: the ``reload`` command (:func:`agent.reload.reload_command`)."""

@@ -1,0 +1,89 @@
+"""Optional parts of the daemon that run beside the core (lexicon watcher, Wyoming server,
+Home Assistant discovery, ...): one seam so that each wires itself in without growing
+:mod:`agent.service`.
+
+An add-on is built by a factory from the running :class:`~agent.service.AgentService` (after its
+library, transport and pipeline exist) and returns ``None`` when its settings switch it off.
+The service calls, on its main thread, :meth:`Addon.start` after the core workers run,
+:meth:`Addon.stop` early in a stop (right after the MQTT intake closes, so that no add-on takes
+new work while the queue drains), and, on the MQTT network thread after every connect,
+:meth:`Addon.on_connected`. An add-on that fails to start is logged and left out; it never stops
+the agent.
+
+To add one: write ``build(service) -> Addon | None`` in the feature's own module and list it in
+:data:`FACTORIES`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from agent.logs import get_logger
+
+if TYPE_CHECKING:
+    from agent.service import AgentService
+
+__all__ = ["FACTORIES", "Addon", "AddonSet"]
+
+log = get_logger(__name__)
+
+
+class Addon(Protocol):
+    """What the service needs of an add-on."""
+
+    name: str
+
+    def start(self) -> None: ...
+
+    def stop(self, timeout: float) -> None: ...
+
+    def on_connected(self) -> None:
+        """MQTT network thread, after every successful connect (must not block)."""
+        ...
+
+
+Factory = Callable[["AgentService"], "Addon | None"]
+
+FACTORIES: list[Factory] = []
+"""Every add-on's factory, in start order."""
+
+
+class AddonSet:
+    """The add-ons a service runs (built once, in :data:`FACTORIES` order)."""
+
+    def __init__(self, service: AgentService, factories: Sequence[Factory] = ()) -> None:
+        self.running: list[Addon] = []
+        self.addons: list[Addon] = []
+        for factory in factories or FACTORIES:
+            addon = factory(service)
+            if addon is not None:
+                self.addons.append(addon)
+
+    def start(self) -> None:
+        for addon in self.addons:
+            try:
+                addon.start()
+            except Exception as exc:  # an optional part never stops the agent
+                log.error("addon_start_failed", addon=addon.name, error=str(exc))
+                continue
+            self.running.append(addon)
+
+    def stop(self, timeout: float) -> None:
+        for addon in reversed(self.running):
+            try:
+                addon.stop(timeout)
+            except Exception as exc:
+                log.error("addon_stop_failed", addon=addon.name, error=str(exc))
+        self.running.clear()
+
+    def on_connected(self) -> None:
+        for addon in self.running:
+            try:
+                addon.on_connected()
+            except Exception as exc:
+                log.error("addon_connect_hook_failed", addon=addon.name, error=str(exc))
+
+    def get(self, name: str) -> Addon | None:
+        """The running add-on called ``name`` (tests, health)."""
+        return next((a for a in self.running if a.name == name), None)

@@ -1,0 +1,44 @@
+"""What the running agent says about itself in one message: its retained presence and the
+small status a ``ping`` answers with."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from agent import __version__
+from agent.mqtt.protocol import PingStatus, Presence
+
+if TYPE_CHECKING:
+    from agent.service import AgentService
+
+__all__ = ["ping_status", "presence"]
+
+
+def presence(service: AgentService, state: str) -> Presence:
+    """The retained ``{prefix}/{device}/status`` message for ``state`` (online, stopped,
+    offline: the Last Will, which carries no details)."""
+    settings = service.settings
+    if state == "offline":
+        return Presence(state="offline", device=settings.device_id)
+    return Presence(
+        state=state,  # type: ignore[arg-type]
+        device=settings.device_id, version=__version__, voices=service.voices.names(),
+        default_voice=settings.models.default_voice, profile=service.profile_name,
+        site_id=service.site_id if settings.mqtt.hermes else None, ts=time.time(),
+    )
+
+
+def ping_status(service: AgentService) -> PingStatus:
+    """The small status ``ping`` answers with (dispatch thread)."""
+    return PingStatus(
+        state="stopping" if service.stopping.is_set() else "online",
+        version=__version__,
+        uptime_s=round(time.monotonic() - service.started_at, 3),
+        voices=service.voices.names(),
+        default_voice=service.settings.models.default_voice,
+        pending=service.tracker.pending(),
+        volume=service.volume,
+        mqtt_reconnects=service.client.reconnects if service.client is not None else 0,
+        health=dict(service.health.compact()),
+    )
