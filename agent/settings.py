@@ -41,6 +41,7 @@ from agent.settings_sections import (
     ModelSettings,
     MqttSettings,
     SynthesisSettings,
+    TextSettings,
 )
 
 __all__ = [
@@ -55,6 +56,7 @@ __all__ = [
     "MqttSettings",
     "Settings",
     "SynthesisSettings",
+    "TextSettings",
     "load_settings",
 ]
 
@@ -84,6 +86,8 @@ class Settings(BaseSettings):
     models: ModelSettings = Field(default_factory=ModelSettings, description="Voice models.")
     synthesis: SynthesisSettings = Field(default_factory=SynthesisSettings,
                                          description="Synthesis.")
+    text: TextSettings = Field(default_factory=TextSettings,
+                               description="Reading request text.")
     cache: CacheSettings = Field(default_factory=CacheSettings, description="Caches.")
     audio: AudioSettings = Field(default_factory=AudioSettings, description="ALSA output.")
     mqtt: MqttSettings = Field(default_factory=MqttSettings, description="MQTT channel.")

@@ -1,5 +1,5 @@
 """The sections of the deployment settings: one frozen model per TOML table (``[models]``,
-``[synthesis]``, ``[cache]``, ``[audio]``, ``[mqtt]``, ``[health]``, ``[log]``).
+``[synthesis]``, ``[text]``, ``[cache]``, ``[audio]``, ``[mqtt]``, ``[health]``, ``[log]``).
 
 :class:`agent.settings.Settings` holds one of each and re-exports them; import them from
 there. Every field has a description (``docs/configuration.md`` is generated from them) and
@@ -31,6 +31,7 @@ __all__ = [
     "ModelSettings",
     "MqttSettings",
     "SynthesisSettings",
+    "TextSettings",
 ]
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
@@ -158,6 +159,34 @@ class SynthesisSettings(_Section):
         default=None,
         description="Where `tts-agent tune` stores the measured best thread setting, which then "
                     "overrides the profile; default <cache.dir>/tune.json.",
+    )
+
+
+class TextSettings(_Section):
+    """How request text is read before espeak-ng phonemizes it (see docs/text.md)."""
+
+    normalize: bool = Field(
+        default=True,
+        description="Put numbers, money, times, dates, units, codes, abbreviations and symbols "
+        "in words before phonemizing (English voices; espeak-ng reads other languages itself). "
+        "Off: the text goes to espeak-ng as written.",
+    )
+    date_order: Literal["mdy", "dmy", "ymd"] = Field(
+        default="mdy",
+        description="How a numeric date such as 3/12 or 03/12/2026 is read: mdy (March 12), "
+        "dmy (3 December) or ymd; ISO dates (2026-12-03) are always year-month-day.",
+    )
+    symbols: Literal["drop", "espeak"] = Field(
+        default="drop",
+        description="Emoji and other symbols without a reading: drop them (text of nothing "
+        "but such symbols is refused as having nothing to speak), or leave them for espeak-ng, "
+        "which names them (\"party popper\").",
+    )
+    lexicon: AbsPath | None = Field(
+        default=None,
+        description="The device lexicon: a TOML file of words and how to say them (a "
+        "respelling or IPA), validated at load and reloaded when it changes (docs/text.md, "
+        "Lexicon); unset = none.",
     )
 
 
