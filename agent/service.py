@@ -52,7 +52,8 @@ from agent.mqtt.recovery import answer_journalled
 from agent.mqtt.topics import Namespace
 from agent.mqtt.tracker import RequestTracker
 from agent.pipeline.jobs import JobQueue
-from agent.pipeline.phrase_cache import PhraseWarmer, open_phrase_cache
+from agent.pipeline.phrase_cache import open_phrase_cache
+from agent.pipeline.phrase_warm import PhraseWarmer
 from agent.pipeline.worker import SynthesisWorker
 from agent.reload import reload_command, reload_settings, voices_summary
 from agent.service_addons import AddonSet

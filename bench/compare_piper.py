@@ -171,7 +171,8 @@ def cached_first_audio(bundle_dir: Path, variant: str, piper_synth: Synth,
                        reps: int) -> dict[str, float]:
     """Median seconds to the first audio of a phrase said before: ours from the phrase cache
     (normalise, key, read and check the entry), Piper synthesizing it again (it has no cache)."""
-    from agent.pipeline.phrase_cache import PhraseCache, cached_synthesis
+    from agent.pipeline.phrase_cache import PhraseCache
+    from agent.pipeline.render import cached_synthesis
     from agent.voice.voice import SynthesisParams
 
     cache = PhraseCache(Path(os.environ[CACHE_ENV]) / "phrases", 64 << 20)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 import wave
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +24,8 @@ from agent.commands import (
 )
 
 if TYPE_CHECKING:
+    from agent.audio.format import AudioChunk, AudioFormat
+    from agent.library.voices import VoiceLibrary
     from agent.settings import Settings
     from agent.voice.voice import Voice
 
@@ -49,14 +53,16 @@ def register(subparsers: Any) -> None:
     phon.set_defaults(handler=run_phonemize)
 
 
-def _voice(settings: Settings, name: str | None) -> Voice:
+def _voice(settings: Settings, name: str | None) -> tuple[Voice, VoiceLibrary]:
+    """The voice ``name`` (None: the default), loaded, and the library it came from."""
     from agent.hardware.effective import profile_or_reason
     from agent.library.voices import VoiceLibrary, VoiceNotFound
     from agent.voice.voice import VoiceLoadError
 
     profile, _ = profile_or_reason(settings)  # None: one thread, fp32
+    library = VoiceLibrary.for_settings(settings, profile=profile)
     try:
-        return VoiceLibrary.for_settings(settings, profile=profile).get(name)
+        return library.get(name), library
     except VoiceNotFound as exc:
         raise UsageError(str(exc)) from exc
     except VoiceLoadError as exc:
@@ -64,35 +70,62 @@ def _voice(settings: Settings, name: str | None) -> Voice:
 
 
 def run_synth(args: argparse.Namespace) -> int:
-    from agent.text.frontend import TextError
+    from agent.library.voices import VoiceNotFound
+    from agent.pipeline.jobs import SpeakRequest
+    from agent.pipeline.render import render, request_document
+    from agent.voice.voice import VoiceLoadError
 
     settings = settings_from_args(args)
     text = checked_text(args.text, settings)
     params = synthesis_params(args)
-    voice = _voice(settings, args.voice)
+    voice, library = _voice(settings, args.voice)
     checked_speaker(params.speaker_id, voice.name, voice.config.num_speakers)
+    request = SpeakRequest(text, voice=voice.name, params=params)
     try:
-        chunks = voice.synthesize(text, params)
-        first = next(chunks)
-    except (TextError, ValueError) as exc:  # text the voice cannot speak, a bad parameter
+        rendered = render(request_document(request), library, request)
+        first = next(rendered.chunks)
+    except VoiceLoadError as exc:  # another voice the text names cannot be loaded
+        raise CommandError(str(exc)) from exc
+    except (VoiceNotFound, ValueError) as exc:  # text, a chime or a parameter refused
         raise UsageError(str(exc)) from exc
     out = sys.stdout.buffer if str(args.out) == "-" else None
     try:
         target: Any = out if out is not None else open(args.out, "wb")  # noqa: SIM115
     except OSError as exc:
         raise CommandError(f"cannot write {args.out}: {exc}") from exc
-    with target, wave.open(target, "wb") as wav:
-        wav.setnchannels(first.format.channels)
-        wav.setsampwidth(first.format.width)
-        wav.setframerate(first.format.rate)
-        seconds = 0.0
-        for chunk in [first, *chunks]:
-            wav.writeframes(chunk.audio)
-            seconds += chunk.seconds
+    fmt = rendered.format
+    with target:
+        seconds = _write_wav(target, fmt, itertools.chain([first], rendered.chunks))
     if out is None:
         print(json.dumps({"out": str(args.out), "voice": voice.name, "seconds": round(seconds, 3),
-                          "sample_rate": first.format.rate}))
+                          "sample_rate": fmt.rate}))
     return 0
+
+
+def _write_wav(target: Any, fmt: AudioFormat, chunks: Iterable[AudioChunk]) -> float:
+    """Write ``chunks`` as a WAV file in ``fmt`` (16-bit); a chunk in another format (a chime)
+    is converted to it. Returns the seconds written."""
+    from agent.audio.convert import StreamConverter, encode
+
+    converter = StreamConverter(fmt.rate, fmt.channels)
+    frames = 0
+    with wave.open(target, "wb") as wav:
+        wav.setnchannels(fmt.channels)
+        wav.setsampwidth(2)
+        wav.setframerate(fmt.rate)
+        for chunk in chunks:
+            if chunk.format == fmt:  # the voice's own audio: as it is
+                block = converter.flush()
+                wav.writeframes(encode(block, "S16_LE") + chunk.audio)
+                frames += len(block) + chunk.frames
+            else:
+                block = converter.push(chunk)
+                wav.writeframes(encode(block, "S16_LE"))
+                frames += len(block)
+        block = converter.flush()
+        wav.writeframes(encode(block, "S16_LE"))
+        frames += len(block)
+    return frames / fmt.rate
 
 
 def run_voices(args: argparse.Namespace) -> int:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from agent.audio.item import PRIORITY_NORMAL
 from agent.bounded_queue import BoundedPriorityQueue, Full
+from agent.text.document import Document
 from agent.voice.voice import SynthesisParams
 
 __all__ = ["JobQueue", "JobsFull", "SpeakJob", "SpeakRequest"]
@@ -35,6 +36,10 @@ class SpeakRequest:
     decides the length scale, whatever ``params`` says."""
     params: SynthesisParams = field(default_factory=SynthesisParams)
     """Further synthesis settings (noise, speaker; the CLI's flags)."""
+    chime: str | None = None
+    """A chime (a name in the chimes directory) played right before the speech; None: none."""
+    document: Document | None = None
+    """What to say as a document (SSML); None: ``text`` as plain text."""
 
     def __post_init__(self) -> None:
         if self.volume is not None and not 0.0 <= self.volume <= 1.0:

@@ -1,7 +1,8 @@
 """A persistent, size-bounded cache of synthesized audio for phrases that repeat.
 
 Kiosks and stations say the same announcements all day. A cached phrase plays from disk without
-running the model. The key covers everything that changes the audio (:func:`phrase_inputs`): the
+running the model. An entry is a whole utterance (:mod:`agent.pipeline.render`: its speech,
+pauses and chimes). The key covers everything that changes the audio (:func:`phrase_inputs`): the
 normalised text and the exact phoneme ids its sentences become (so an espeak-ng upgrade or
 another id map is another phrase), the voice name and variant, the sha256 of the model file
 *and of the voice config* (its default scales, its sample rate), every synthesis parameter, the
@@ -13,7 +14,9 @@ Entries are files ``<dir>/<key[:2]>/<key>.pcm``::
 
     b"TTSPC1\\n" + JSON header line + PCM payload
 
-The header carries the format, the chunk boundaries (one per sentence) and the payload's sha256,
+The header carries the format, the chunk boundaries (one per sentence, decoder window, pause or
+chime) and the payload's sha256; a chunk in another format than the first (a chime at its own
+rate) carries its own ``rate``/``width``/``channels``. The payload's sha256 is
 checked on every read: a truncated or corrupt entry is deleted and reported as a miss. Writes go to
 a unique temporary file in the same directory, are fsynced and renamed into place, so concurrent
 writers (threads or processes) never expose a partial entry. The total size is bounded: on a hit
@@ -26,7 +29,6 @@ import contextlib
 import hashlib
 import json
 import os
-import queue
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import astuple
@@ -37,11 +39,10 @@ from agent import __version__
 from agent.audio.format import AudioChunk, AudioFormat
 from agent.fsutil import atomic_write
 from agent.logs import get_logger
-from agent.text.frontend import Sentence, normalize_text
+from agent.text.frontend import Sentence
 from agent.voice.voice import SynthesisParams, Voice
 
-__all__ = ["PhraseCache", "PhraseWarmer", "cache_key", "cached_synthesis", "open_phrase_cache",
-           "phrase_inputs"]
+__all__ = ["PhraseCache", "cache_key", "open_phrase_cache", "phrase_inputs", "store_when_complete"]
 
 log = get_logger(__name__)
 
@@ -127,11 +128,16 @@ class PhraseCache:
         digest = hashlib.sha256(payload).hexdigest()
         if len(payload) != header["bytes"] or digest != header["sha256"]:
             raise ValueError("payload does not match its header")
-        fmt = AudioFormat(rate=int(header["rate"]), width=int(header["width"]),
-                          channels=int(header["channels"]))
+        first = AudioFormat(rate=int(header["rate"]), width=int(header["width"]),
+                            channels=int(header["channels"]))
         chunks, offset = [], 0
         for entry in header["chunks"]:
+            fmt = first if "rate" not in entry else AudioFormat(
+                rate=int(entry["rate"]), width=int(entry["width"]),
+                channels=int(entry["channels"]))
             size = int(entry["frames"]) * fmt.frame_bytes
+            if size < 0:
+                raise ValueError("negative chunk length")
             chunks.append(AudioChunk(payload[offset:offset + size], fmt, str(entry["text"])))
             offset += size
         if offset != len(payload) or not chunks:
@@ -140,14 +146,14 @@ class PhraseCache:
 
     def put(self, key: str, chunks: Sequence[AudioChunk]) -> bool:
         """Store ``chunks`` under ``key``; False when the entry alone exceeds the bound."""
-        if not chunks or any(c.format != chunks[0].format for c in chunks):
-            raise ValueError("a cache entry is a non-empty list of chunks of one format")
+        if not chunks:
+            raise ValueError("a cache entry is a non-empty list of chunks")
         payload = b"".join(c.audio for c in chunks)
         fmt = chunks[0].format
         header: dict[str, Any] = {
             "rate": fmt.rate, "width": fmt.width, "channels": fmt.channels,
             "bytes": len(payload), "sha256": hashlib.sha256(payload).hexdigest(),
-            "chunks": [{"frames": c.frames, "text": c.text} for c in chunks],
+            "chunks": [_chunk_entry(c, fmt) for c in chunks],
         }
         blob = MAGIC + json.dumps(header, ensure_ascii=False).encode("utf-8") + b"\n" + payload
         if len(blob) > self.max_bytes:
@@ -191,83 +197,26 @@ class PhraseCache:
                     "evictions": self.evictions, "corrupt": self.corrupt}
 
 
-def cached_synthesis(cache: PhraseCache | None, voice: Voice, text: str,
-                     params: SynthesisParams) -> Iterator[AudioChunk]:
-    """``voice.synthesize(text, params)``, served from ``cache`` when this exact phrase was
-    synthesized before by this exact voice (model, config, phonemes: see :func:`phrase_inputs`),
-    and stored there once it completes.
-
-    Text errors are raised before anything is returned, as with ``Voice.synthesize``. A hit
-    costs the text's phonemization (memoised by the frontend), not an inference.
-    """
-    if cache is None:
-        return voice.synthesize(text, params)
-    normalized = normalize_text(text, voice.frontend.max_chars)
-    sentences = voice.sentences(normalized)
-    key = cache_key(normalized, voice.name, voice.sha256, params, voice.chunking,
-                    inputs=phrase_inputs(voice, sentences))
-    hit = cache.get(key)
-    if hit is not None:
-        return iter(hit)
-    return _store_when_complete(cache, key, voice.synthesize_sentences(sentences, params))
+def _chunk_entry(chunk: AudioChunk, first: AudioFormat) -> dict[str, Any]:
+    entry: dict[str, Any] = {"frames": chunk.frames, "text": chunk.text}
+    if chunk.format != first:
+        entry.update(rate=chunk.format.rate, width=chunk.format.width,
+                     channels=chunk.format.channels)
+    return entry
 
 
-def _store_when_complete(cache: PhraseCache, key: str,
-                         chunks: Iterator[AudioChunk]) -> Iterator[AudioChunk]:
+def store_when_complete(cache: PhraseCache, key: str,
+                        chunks: Iterator[AudioChunk]) -> Iterator[AudioChunk]:
+    """``chunks`` as they come, stored in ``cache`` under ``key`` once the last has been taken:
+    only an utterance synthesized to its end is stored, an abandoned one never is."""
     done: list[AudioChunk] = []
     for chunk in chunks:
         done.append(chunk)
         yield chunk
-    try:  # only a phrase synthesized to its end is stored; an abandoned one never is
+    try:
         cache.put(key, done)
     except OSError as exc:
         log.warning("phrase_cache_write_failed", error=str(exc))
-
-
-class PhraseWarmer:
-    """Pre-synthesizes the configured phrases into the cache after each model load.
-
-    Runs on its own low-priority thread (``phrase-warm``) so a model load or start-up never
-    waits for it; :meth:`warm` may be called from any thread.
-    """
-
-    def __init__(self, cache: PhraseCache, phrases: Sequence[str]) -> None:
-        self.cache = cache
-        self.phrases = list(phrases)
-        self._queue: queue.Queue[Voice | None] = queue.Queue(maxsize=16)
-        self._thread = threading.Thread(target=self._run, name="phrase-warm", daemon=True)
-        self.warmed = 0
-
-    def start(self) -> None:
-        if self.phrases:
-            self._thread.start()
-
-    def warm(self, voice: Voice) -> None:
-        """Queue ``voice`` for warming (dropped with a log line if the queue is full)."""
-        if not self.phrases:
-            return
-        try:
-            self._queue.put_nowait(voice)
-        except queue.Full:
-            log.warning("phrase_warm_queue_full", voice=voice.name)
-
-    def _run(self) -> None:
-        while (voice := self._queue.get()) is not None:
-            for phrase in self.phrases:
-                try:
-                    for _ in cached_synthesis(self.cache, voice, phrase, SynthesisParams()):
-                        pass
-                    self.warmed += 1
-                except Exception as exc:  # a bad phrase must not stop the others
-                    log.warning("phrase_warm_failed", phrase=phrase[:80], error=str(exc))
-            log.info("phrases_warmed", voice=voice.name, version=voice.version,
-                     phrases=len(self.phrases))
-
-    def stop(self, timeout: float = 5.0) -> None:
-        if self._thread.is_alive():
-            with contextlib.suppress(queue.Full):
-                self._queue.put(None, timeout=timeout)
-            self._thread.join(timeout)
 
 
 def open_phrase_cache(root: Path, max_mb: int) -> PhraseCache | None:

@@ -34,12 +34,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from agent.audio.format import AudioChunk, AudioFormat
+from agent.audio.format import AudioChunk
 from agent.audio.item import PlayItem
 from agent.logs import bind_request, get_logger
 from agent.pipeline.buffering import Buffering, BufferingSetting, SentenceGather, choose_buffering
 from agent.pipeline.jobs import JobQueue, SpeakJob
-from agent.pipeline.phrase_cache import PhraseCache, cached_synthesis
+from agent.pipeline.phrase_cache import PhraseCache
+from agent.pipeline.render import ChimeSource, VoiceSource, render, request_document
 from agent.voice.voice import Voice
 
 __all__ = ["Player", "Reporter", "SynthesisWorker", "VoiceSource", "WorkerOutcome"]
@@ -56,12 +57,6 @@ _IDLE_WAIT_S = 0.5
 
 WorkerOutcome = Literal["failed", "expired"]
 """The final events the worker itself gives a job (every other one comes from the player)."""
-
-
-class VoiceSource(Protocol):
-    """What the worker needs from :class:`agent.library.voices.VoiceLibrary`."""
-
-    def get(self, name: str | None = None) -> Voice: ...
 
 
 class Player(Protocol):
@@ -110,8 +105,10 @@ class SynthesisWorker:
                  reporter: Reporter, *, item_buffer_s: float = 30.0,
                  phrase_cache: PhraseCache | None = None,
                  on_thread_start: Callable[[], None] | None = None,
-                 buffering: BufferingSetting = "auto") -> None:
+                 buffering: BufferingSetting = "auto",
+                 chimes: ChimeSource | None = None) -> None:
         self.jobs = jobs
+        self.chimes = chimes
         self.buffering_setting: BufferingSetting = buffering
         self.buffering = Buffering("sentence" if buffering == "sentence" else "stream")
         """How the last voice used (or :meth:`note_voice`'s) hands its audio to the player."""
@@ -216,17 +213,17 @@ class SynthesisWorker:
                                     reason="expired before synthesis started")
                 return
             try:
-                voice = self.voices.get(request.voice)
-                params = request.synthesis_params(voice.config.length_scale)
-                chunks = cached_synthesis(self.phrase_cache, voice, request.text, params)
-            except Exception as exc:  # VoiceNotFound, VoiceLoadError, TextError
+                rendered = render(request_document(request), self.voices, request,
+                                  cache=self.phrase_cache, chimes=self.chimes)
+            except Exception as exc:  # VoiceNotFound, VoiceLoadError, TextError, ChimeError
                 self.reporter.finish(job.request_id, "failed", reason=str(exc))
                 return
+            voice, chunks = rendered.voice, rendered.chunks
             self.reporter.note(job.request_id, voice=voice.name, version=voice.version)
             item = PlayItem(
                 job.request_id, priority=job.priority,
                 volume=1.0 if request.volume is None else request.volume,
-                expires_at=job.deadline, format=AudioFormat(rate=voice.sample_rate),
+                expires_at=job.deadline, format=rendered.format,
                 max_buffered_s=self.item_buffer_s,
             )
             try:

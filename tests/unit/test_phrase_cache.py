@@ -126,7 +126,7 @@ def test_concurrent_writers_never_expose_partial_entries(tmp_path: Path) -> None
 
 def test_cached_synthesis_serves_repeats_without_the_model(tiny_voice_dir: Path,
                                                            tmp_path: Path) -> None:
-    from agent.pipeline.phrase_cache import cached_synthesis
+    from agent.pipeline.render import cached_synthesis
     from agent.voice.voice import Voice
 
     voice = Voice.load(tiny_voice_dir)
@@ -150,7 +150,7 @@ def test_cached_synthesis_serves_repeats_without_the_model(tiny_voice_dir: Path,
 
 
 def test_abandoned_synthesis_is_not_cached(tiny_voice_dir: Path, tmp_path: Path) -> None:
-    from agent.pipeline.phrase_cache import cached_synthesis
+    from agent.pipeline.render import cached_synthesis
     from agent.voice.voice import Voice
 
     voice = Voice.load(tiny_voice_dir)
@@ -162,7 +162,7 @@ def test_abandoned_synthesis_is_not_cached(tiny_voice_dir: Path, tmp_path: Path)
 
 
 def test_model_swap_never_plays_stale_audio(tiny_voice_dir: Path, tmp_path: Path) -> None:
-    from agent.pipeline.phrase_cache import cached_synthesis
+    from agent.pipeline.render import cached_synthesis
     from agent.voice.voice import Voice
     from tests.support import make_tiny_voice
 
@@ -178,7 +178,8 @@ def test_model_swap_never_plays_stale_audio(tiny_voice_dir: Path, tmp_path: Path
 
 
 def test_warmer_fills_the_cache_after_a_load(tiny_voice_dir: Path, tmp_path: Path) -> None:
-    from agent.pipeline.phrase_cache import PhraseWarmer, cached_synthesis
+    from agent.pipeline.phrase_warm import PhraseWarmer
+    from agent.pipeline.render import cached_synthesis
     from agent.voice.voice import Voice
 
     voice = Voice.load(tiny_voice_dir)
@@ -215,7 +216,7 @@ def rewrite_config(bundle: Path, version: str, **inference: float) -> None:
 def test_config_only_update_is_another_phrase(tiny_voice_dir: Path, tmp_path: Path) -> None:
     """#15-6: the model file is the same, the config's default length_scale is not: the cached
     phrase of the old config must not be served for the new one."""
-    from agent.pipeline.phrase_cache import cached_synthesis
+    from agent.pipeline.render import cached_synthesis
     from agent.voice.voice import Voice
 
     cache = PhraseCache(tmp_path / "c", 10_000_000)
@@ -236,7 +237,7 @@ def test_sentence_silence_and_variant_are_part_of_the_key(tiny_voice_dir: Path,
                                                           tmp_path: Path) -> None:
     """The silence appended to each sentence is in the cached audio: another setting is
     another phrase. So is another variant of the same model bytes."""
-    from agent.pipeline.phrase_cache import cached_synthesis
+    from agent.pipeline.render import cached_synthesis
     from agent.voice.bundle import read_manifest, write_manifest
     from agent.voice.options import VoiceOptions
     from agent.voice.voice import Voice

@@ -1,0 +1,257 @@
+"""A request's :class:`~agent.text.document.Document` as one stream of audio: the one path from
+what a request says to the chunks a :class:`~agent.audio.item.PlayItem` plays.
+
+:func:`render` serves the synthesis worker (MQTT ``speak``, Hermes, ``tts-agent say``),
+``tts-agent synth`` and any other front door, so each says a document the same way:
+
+- a :class:`~agent.text.document.Speech` part is synthesized by the voice it names (or the
+  request's), its ``rate`` multiplying the request's speed (the length scale is divided by
+  it) and its ``volume`` scaling that part's samples (the request's own volume is the play
+  item's, applied by the player; a part's volume times the request's is at most 1.0);
+- a :class:`~agent.text.document.Pause` is exact silence, sample-exact at the rate of the voice
+  that spoke last (the request's voice before any speech). A pause replaces the sentence
+  silence (``synthesis.sentence_silence_s``) after the speech right before it, so a ``break``
+  of 1 s is 1 s of inserted silence;
+- a :class:`~agent.text.document.Sound` is a chime's samples at the chime file's own rate and
+  channels: the player's converter resamples each chunk to the device format (a format change
+  flushes its resampler and starts the next one, so no sample is added or lost between them).
+
+Everything that can refuse the request (an unknown voice or chime, text a voice cannot speak)
+is checked when :func:`render` is called, before the first chunk: every speech part is
+phonemized and every chime read up front (both cheap next to an inference). Synthesis itself
+runs lazily as the caller iterates, so the first chunk comes as soon as the first decoder window
+of the first speech part is decoded (a chime before it is ready at once).
+
+The whole utterance is one phrase-cache entry (:mod:`agent.pipeline.phrase_cache`): its key
+covers each part (each speech part's voice, model, config, parameters, phoneme ids and text
+key; pause lengths; each chime's samples' sha256) and the agent's version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import astuple, dataclass, replace
+from typing import Any, Protocol
+
+import numpy as np
+
+from agent import __version__
+from agent.audio.format import AudioChunk, AudioFormat
+from agent.logs import get_logger
+from agent.pipeline.jobs import SpeakRequest
+from agent.pipeline.phrase_cache import PhraseCache, cache_key, phrase_inputs, store_when_complete
+from agent.text.document import Document, Pause, Sound, Speech, plain
+from agent.text.frontend import Sentence, TextError
+from agent.voice.voice import SynthesisParams, Voice
+
+__all__ = ["ChimeSource", "Rendered", "VoiceSource", "cached_synthesis", "render",
+           "request_document"]
+
+log = get_logger(__name__)
+
+
+class VoiceSource(Protocol):
+    """What rendering needs from :class:`agent.library.voices.VoiceLibrary`."""
+
+    def get(self, name: str | None = None) -> Voice: ...
+
+
+class ChimeSource(Protocol):
+    """What rendering needs from :class:`agent.audio.chimes.Chimes`."""
+
+    def get(self, name: str) -> AudioChunk:
+        """The chime's samples; raises ``ChimeError`` (a ValueError) with the reason."""
+        ...
+
+
+class NoChimes(ValueError):
+    """A document asks for a sound where no chimes directory is available."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    """A document ready to play: its chunks (lazy), and what the play item needs to know."""
+
+    chunks: Iterator[AudioChunk]
+    voice: Voice
+    """The request's voice (its name and version go into the request's events)."""
+    format: AudioFormat
+    """The format to open the device in before the first chunk: the request's voice's (a
+    chime at another rate is resampled to it)."""
+    cached: bool = False
+    """True when the chunks come from the phrase cache."""
+
+
+@dataclass(frozen=True, slots=True)
+class _SpeechPlan:
+    voice: Voice
+    sentences: list[Sentence]
+    params: SynthesisParams
+    gain: float
+    """Factor on the part's samples (its volume, limited so that part x request <= 1)."""
+    trim_frames: int = 0
+    """Sentence silence cut from the end of the part's last sentence (a pause follows)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _SilencePlan:
+    frames: int
+    rate: int
+
+
+@dataclass(frozen=True, slots=True)
+class _SoundPlan:
+    name: str
+    chunk: AudioChunk
+
+
+_Plan = _SpeechPlan | _SilencePlan | _SoundPlan
+
+
+def request_document(request: SpeakRequest) -> Document:
+    """The document a request says: its own (SSML) or its plain text, after its chime."""
+    document = request.document if request.document is not None else plain(request.text)
+    return document.with_sound_first(request.chime) if request.chime else document
+
+
+def render(document: Document, voices: VoiceSource, request: SpeakRequest, *,
+           cache: PhraseCache | None = None, chimes: ChimeSource | None = None) -> Rendered:
+    """The audio of ``document`` said for ``request`` (see the module docstring).
+
+    Raises before any synthesis: ``VoiceNotFound``/``VoiceLoadError`` (a voice),
+    ``TextError`` (text no voice part can speak), ``ChimeError``/:class:`NoChimes` (a sound).
+    """
+    main = voices.get(request.voice)
+    plans = _plan(document, main, voices, request, chimes)
+    fmt = AudioFormat(rate=main.sample_rate)
+    if cache is None:
+        return Rendered(_play(plans), main, fmt)
+    key = cache_key("document", main.name, main.sha256, request.params,
+                    inputs=[__version__, *(_plan_key(p) for p in plans)])
+    hit = cache.get(key)
+    if hit is not None:
+        return Rendered(iter(hit), main, fmt, cached=True)
+    return Rendered(store_when_complete(cache, key, _play(plans)), main, fmt)
+
+
+def cached_synthesis(cache: PhraseCache | None, voice: Voice, text: str,
+                     params: SynthesisParams) -> Iterator[AudioChunk]:
+    """Plain ``text`` said by ``voice`` with ``params``, through the phrase cache: the same
+    entry as a plain speak request of that text (the phrase warmer, benches)."""
+    request = SpeakRequest(text, voice=voice.name, params=params)
+    return render(plain(text), _OneVoice(voice), request, cache=cache).chunks
+
+
+class _OneVoice:
+    def __init__(self, voice: Voice) -> None:
+        self.voice = voice
+
+    def get(self, name: str | None = None) -> Voice:
+        return self.voice
+
+
+def _plan(document: Document, main: Voice, voices: VoiceSource, request: SpeakRequest,
+          chimes: ChimeSource | None) -> list[_Plan]:
+    """Every part resolved: voices loaded, text phonemized, chimes read, pauses in frames."""
+    plans: list[_Plan] = []
+    rate = main.sample_rate
+    for part in document:
+        if isinstance(part, Speech):
+            speech = _plan_speech(part, main, voices, request)
+            if speech is not None:
+                plans.append(speech)
+                rate = speech.voice.sample_rate
+        elif isinstance(part, Pause):
+            frames = round(part.seconds * rate)
+            if plans and isinstance(plans[-1], _SpeechPlan):
+                last = plans[-1]
+                silence = round(last.voice.sentence_silence_s * last.voice.sample_rate)
+                plans[-1] = replace(last, trim_frames=silence)
+            if frames:
+                plans.append(_SilencePlan(frames, rate))
+        elif isinstance(part, Sound):
+            if chimes is None:
+                raise NoChimes(f"chime {part.name!r}: no chimes directory is available")
+            plans.append(_SoundPlan(part.name, chimes.get(part.name)))
+    if not any(isinstance(p, _SpeechPlan | _SoundPlan) for p in plans):
+        raise TextError("text has nothing to speak")
+    return plans
+
+
+def _plan_speech(part: Speech, main: Voice, voices: VoiceSource,
+                 request: SpeakRequest) -> _SpeechPlan | None:
+    """A speech part's voice, sentences and parameters; None for a part of blank text only."""
+    if all(isinstance(p, str) and not p.strip() for p in part.pieces):
+        return None
+    voice = main if part.voice is None else voices.get(part.voice)
+    params = request.synthesis_params(voice.config.length_scale)
+    if voice is not main:  # another voice's speakers are not the request's
+        params = replace(params, speaker_id=None)
+    if part.rate is not None:
+        base = voice.config.length_scale if params.length_scale is None else params.length_scale
+        params = replace(params, length_scale=base / part.rate)
+    gain = 1.0
+    if part.volume is not None:
+        outer = 1.0 if request.volume is None else request.volume
+        gain = part.volume if outer <= 0.0 else min(part.volume, 1.0 / outer)
+    return _SpeechPlan(voice, _sentences(voice, part), params, gain)
+
+
+def _sentences(voice: Voice, part: Speech) -> list[Sentence]:
+    """The part's sentences (raises ``TextError``)."""
+    # Until the frontend takes pieces, phonemes given as IPA are said by the words they stand for.
+    text = " ".join(p if isinstance(p, str) else p.text for p in part.pieces)
+    return voice.sentences(text)
+
+
+def _plan_key(plan: _Plan) -> list[Any]:
+    """What of one part shapes the audio, JSON-able, for the utterance's cache key."""
+    if isinstance(plan, _SpeechPlan):
+        voice = plan.voice
+        text_key = str(getattr(voice.frontend, "text_key", ""))
+        return ["speech", voice.name, voice.sha256, list(astuple(plan.params)), voice.chunking,
+                plan.gain, plan.trim_frames, text_key, phrase_inputs(voice, plan.sentences)]
+    if isinstance(plan, _SilencePlan):
+        return ["pause", plan.frames, plan.rate]
+    fmt = plan.chunk.format
+    return ["sound", plan.name, fmt.rate, fmt.width, fmt.channels,
+            hashlib.sha256(plan.chunk.audio).hexdigest()]
+
+
+def _play(plans: Sequence[_Plan]) -> Iterator[AudioChunk]:
+    """The chunks of every part in order, synthesized as the caller iterates."""
+    for plan in plans:
+        if isinstance(plan, _SpeechPlan):
+            yield from _speech(plan)
+        elif isinstance(plan, _SilencePlan):
+            yield silence(plan.frames, plan.rate)
+        else:
+            yield plan.chunk
+
+
+def silence(frames: int, rate: int) -> AudioChunk:
+    """``frames`` frames of 16-bit mono silence at ``rate``."""
+    return AudioChunk(bytes(2 * frames), AudioFormat(rate=rate))
+
+
+def _speech(plan: _SpeechPlan) -> Iterator[AudioChunk]:
+    chunks: Iterable[AudioChunk] = plan.voice.synthesize_sentences(plan.sentences, plan.params)
+    ended = 0
+    for chunk in chunks:
+        ended += chunk.ends_sentence
+        last = plan.trim_frames and ended == len(plan.sentences) and chunk.ends_sentence
+        out = _trimmed(chunk, plan.trim_frames) if last else chunk
+        yield scaled(out, plan.gain) if plan.gain != 1.0 else out
+
+
+def _trimmed(chunk: AudioChunk, frames: int) -> AudioChunk:
+    keep = max(0, chunk.frames - frames) * chunk.format.frame_bytes
+    return replace(chunk, audio=chunk.audio[:keep])
+
+
+def scaled(chunk: AudioChunk, gain: float) -> AudioChunk:
+    """``chunk`` (16-bit) with its samples multiplied by ``gain`` (rounded, clipped)."""
+    samples = np.frombuffer(chunk.audio, dtype="<i2").astype(np.float32) * np.float32(gain)
+    pcm = np.clip(np.rint(samples), -32768, 32767).astype("<i2")
+    return replace(chunk, audio=pcm.tobytes())
