@@ -24,6 +24,7 @@ __all__ = [
     "HardwareSection",
     "HealthReport",
     "HealthSummary",
+    "LexiconSection",
     "LoadedVoice",
     "MqttSection",
     "Outcome",
@@ -265,6 +266,24 @@ class PhraseCacheSection(TypedDict):
     corrupt: NotRequired[int]
 
 
+class LexiconSection(TypedDict):
+    """The device lexicon (:meth:`agent.library.lexicon.LexiconHolder.status`): the one in
+    service, and why the file on disk is refused (then ``degraded``; the previous lexicon, or
+    none, stays in service)."""
+
+    path: str
+    loaded: bool
+    """Whether a lexicon from the file is in service."""
+    entries: int
+    sha256: str | None
+    """The first hex digits of the file in service's sha256."""
+    loaded_at: float | None
+    """When it was loaded (Unix time)."""
+    last_error: str | None
+    state: Literal["ok", "degraded"]
+    reason: str | None
+
+
 class HealthSummary(TypedDict):
     """The overall verdict alone (what ``pong`` carries)."""
 
@@ -294,3 +313,4 @@ class HealthReport(TypedDict):
     queue: NotRequired[QueueSection | ProviderError]
     hardware: NotRequired[HardwareSection | ProviderError]
     phrase_cache: NotRequired[PhraseCacheSection | ProviderError]
+    lexicon: NotRequired[LexiconSection | ProviderError]

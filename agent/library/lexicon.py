@@ -1,0 +1,259 @@
+"""The device lexicon in service (``text.lexicon``), reloaded like the voices.
+
+A :class:`LexiconHolder` is what every voice's frontend is given: it has the
+:class:`~agent.text.lexicon.Lexicon` interface (``key``, ``rewrite``) and delegates to the
+lexicon in service, which :meth:`LexiconHolder.reload` swaps whole once a changed file has been
+checked (:func:`agent.text.lexicon_file.parse_lexicon`). Frontends see the new lexicon on their next
+call, and its ``key`` changes with the file's sha256, so their phoneme caches and the phrase
+cache never serve what the old one made. A file that cannot be used (a typo, one half-written,
+removed, too large, IPA the default voice cannot say) never replaces the lexicon in service: it
+is logged with the reason and kept in :meth:`LexiconHolder.status` (the health report's
+``lexicon``, which is then ``degraded``). A bad file at start leaves the agent running without a
+lexicon, and says so.
+
+Reloads come from the :class:`LexiconWatcher` (watchdog on the file's directory, debounced like
+:mod:`agent.library.watch`), SIGHUP and the ``reload`` command (:mod:`agent.reload`). The
+watcher runs as the daemon's ``lexicon`` add-on (:func:`build`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agent.library.watch import is_temporary
+from agent.logs import get_logger
+from agent.text.lexicon import Lexicon, LexiconError
+from agent.text.lexicon_file import parse_lexicon, read_lexicon_file
+from agent.voice.bundle import read_manifest, resolve_bundle_dir
+from agent.voice.config import VoiceConfig
+
+if TYPE_CHECKING:
+    from agent.health.report import LexiconSection
+    from agent.library.voices import VoiceLibrary
+    from agent.service import AgentService
+    from agent.settings import Settings
+    from agent.text.document import Piece
+
+__all__ = ["LexiconAddon", "LexiconHolder", "LexiconWatcher", "build", "holder_of",
+           "voice_symbols"]
+
+log = get_logger(__name__)
+
+_SHA_SHOWN = 12
+"""Hex digits of the file's sha256 in the health report."""
+
+
+def voice_symbols(models_dir: Path, voice: str) -> tuple[frozenset[str], str] | None:
+    """The phonemes voice ``voice``'s id map knows, and how to name it in refusals; None when
+    its config cannot be read (then IPA is checked by the frontend when it is used)."""
+    try:
+        bundle_dir = resolve_bundle_dir(models_dir / voice)
+        config = VoiceConfig.from_file(bundle_dir / read_manifest(bundle_dir)["config"])
+    except Exception:  # no voice installed yet, or a damaged one: the library reports it
+        return None
+    return frozenset(config.phoneme_id_map), f"voice {voice}"
+
+
+class LexiconHolder:
+    """The lexicon in service for one file, swapped whole by :meth:`reload`. Thread-safe."""
+
+    def __init__(self, path: Path, models_dir: Path | None = None,
+                 default_voice: str | None = None) -> None:
+        """``models_dir`` and ``default_voice``: whose id map IPA entries are checked against
+        (None: not checked here)."""
+        self.path = path
+        self._symbols_of = (models_dir, default_voice)
+        self._lexicon = Lexicon()
+        self._loaded_at: float | None = None
+        self._last_error: str | None = None
+        self._lock = threading.Lock()
+        self.reloads = 0
+
+    @classmethod
+    def for_settings(cls, settings: Settings) -> LexiconHolder | None:
+        """The holder of ``text.lexicon`` with the file loaded (None when it is unset)."""
+        path = settings.text.lexicon
+        if path is None:
+            return None
+        holder = cls(path, settings.models.dir, settings.models.default_voice)
+        holder.reload()
+        return holder
+
+    # -- what the frontend uses (any thread) ----------------------------------------------
+
+    @property
+    def key(self) -> str:
+        return self._lexicon.key
+
+    @property
+    def current(self) -> Lexicon:
+        return self._lexicon
+
+    def rewrite(self, text: str) -> list[Piece]:
+        return self._lexicon.rewrite(text)
+
+    # -- reload (watcher, main or dispatch thread) ----------------------------------------
+
+    def reload(self) -> str:
+        """Read the file again: ``loaded`` (a new lexicon in service), ``unchanged`` (same
+        bytes) or ``rejected`` (the one in service kept; the reason is in :attr:`last_error`)."""
+        with self._lock:
+            self.reloads += 1
+            try:
+                raw = read_lexicon_file(self.path)
+            except LexiconError as exc:
+                return self._reject(str(exc))
+            if self._lexicon.sha256 and hashlib.sha256(raw).hexdigest() == self._lexicon.sha256:
+                self._last_error = None
+                return "unchanged"
+            try:
+                lexicon = self._parse(raw)
+            except LexiconError as exc:
+                return self._reject(str(exc))
+            self._lexicon, self._loaded_at, self._last_error = lexicon, time.time(), None
+        log.info("lexicon_loaded", path=str(self.path), entries=len(lexicon),
+                 sha256=lexicon.sha256[:_SHA_SHOWN])
+        return "loaded"
+
+    def _parse(self, raw: bytes) -> Lexicon:
+        """The lexicon of the bytes just read (what is checked is what was hashed)."""
+        models_dir, voice = self._symbols_of
+        known = voice_symbols(models_dir, voice) if models_dir and voice else None
+        symbols, symbols_from = known if known is not None else (None, "the voice")
+        return parse_lexicon(raw, str(self.path), json_format=self.path.suffix == ".json",
+                             symbols=symbols, symbols_from=symbols_from)
+
+    def _reject(self, reason: str) -> str:
+        self._last_error = reason
+        kept = len(self._lexicon) if self._loaded_at is not None else None
+        log.error("lexicon_rejected", path=str(self.path), error=reason,
+                  kept_entries=kept, running="with the previous lexicon" if kept is not None
+                  else "without a lexicon")
+        return "rejected"
+
+    @property
+    def last_error(self) -> str | None:
+        return self._last_error
+
+    def status(self) -> LexiconSection:
+        """The health report's ``lexicon`` section (``degraded`` while the file on disk is
+        refused)."""
+        lexicon, error = self._lexicon, self._last_error
+        return {"path": str(self.path), "loaded": self._loaded_at is not None,
+                "entries": len(lexicon), "sha256": lexicon.sha256[:_SHA_SHOWN] or None,
+                "loaded_at": self._loaded_at, "last_error": error,
+                "state": "degraded" if error else "ok", "reason": error}
+
+
+class LexiconWatcher:
+    """Reloads the holder once its file has changed and then been quiet for ``debounce_s``
+    (watchdog on the file's directory: in-place writes, atomic renames, removal)."""
+
+    def __init__(self, holder: LexiconHolder, *, debounce_s: float = 1.0,
+                 polling: bool = False, poll_interval_s: float = 1.0) -> None:
+        self.holder = holder
+        self.debounce_s = debounce_s
+        self.polling = polling
+        self.poll_interval_s = poll_interval_s
+        self._dirty = threading.Event()
+        self._stop = threading.Event()
+        self._last_event = time.monotonic()
+        self._observer: Any = None
+        self._thread = threading.Thread(target=self._run, name="lexicon-watch", daemon=True)
+
+    def start(self) -> None:
+        from watchdog.events import FileSystemEvent, FileSystemEventHandler
+        from watchdog.observers import Observer
+        from watchdog.observers.polling import PollingObserver
+
+        watcher, name = self, self.holder.path.name
+
+        class _Handler(FileSystemEventHandler):
+            def on_any_event(self, event: FileSystemEvent) -> None:
+                # Observer thread: only mark dirty, for events about the lexicon's own name.
+                if event.event_type in ("opened", "closed_no_write"):
+                    return
+                paths = (str(event.src_path), str(getattr(event, "dest_path", "") or ""))
+                if any(p and Path(p).name == name and not is_temporary(p) for p in paths):
+                    watcher.notify()
+
+        directory = self.holder.path.parent
+        observer = (PollingObserver(timeout=self.poll_interval_s) if self.polling
+                    else Observer())
+        observer.schedule(_Handler(), str(directory), recursive=False)
+        observer.daemon = True
+        observer.start()  # raises when the directory is missing: the add-on is left out
+        self._observer = observer
+        self._thread.start()
+        log.info("lexicon_watch_started", path=str(self.holder.path),
+                 observer="polling" if self.polling else "inotify")
+
+    def notify(self) -> None:
+        """The file changed (any thread)."""
+        self._last_event = time.monotonic()
+        self._dirty.set()
+
+    def _run(self) -> None:
+        # Debounce thread: waits until the file has been quiet, then reloads.
+        while not self._stop.is_set():
+            if not self._dirty.wait(timeout=1.0):
+                continue
+            quiet_for = time.monotonic() - self._last_event
+            if quiet_for < self.debounce_s:
+                self._stop.wait(self.debounce_s - quiet_for)
+                continue
+            self._dirty.clear()
+            try:
+                self.holder.reload()
+            except Exception:
+                log.exception("lexicon_reload_crashed")
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._observer is not None:
+            self._observer.stop()
+            self._observer.join(timeout)
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+
+class LexiconAddon:
+    """The daemon's ``lexicon`` add-on: the watcher, when ``models.watch`` is on."""
+
+    name = "lexicon"
+
+    def __init__(self, holder: LexiconHolder, watcher: LexiconWatcher | None) -> None:
+        self.holder = holder
+        self.watcher = watcher
+
+    def start(self) -> None:
+        if self.watcher is not None:
+            self.watcher.start()
+
+    def stop(self, timeout: float) -> None:
+        if self.watcher is not None:
+            self.watcher.stop(timeout)
+
+    def on_connected(self) -> None:
+        return None
+
+
+def holder_of(voices: VoiceLibrary) -> LexiconHolder | None:
+    """The lexicon holder a voice library's frontends are given (None: no lexicon set)."""
+    holder = voices.options.text.lexicon
+    return holder if isinstance(holder, LexiconHolder) else None
+
+
+def build(service: AgentService) -> LexiconAddon | None:
+    """The add-on for ``service`` (:mod:`agent.service_addons`); None without a lexicon."""
+    holder = holder_of(service.voices)
+    if holder is None:
+        return None
+    models = service.settings.models
+    watcher = (LexiconWatcher(holder, debounce_s=models.debounce_s,
+                              polling=models.watch_polling) if models.watch else None)
+    return LexiconAddon(holder, watcher)
