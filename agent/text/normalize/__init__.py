@@ -13,7 +13,9 @@ left for espeak-ng to read with its own rules, as before.
 
 from __future__ import annotations
 
-from agent.text.normalize import numbers
+import dataclasses
+
+from agent.text.normalize import clock, dates, money, numbers, phone, ranges, units, years
 from agent.text.normalize.options import DateOrder, NormalizeOptions, Pass
 
 __all__ = ["ORDER", "RULES_VERSION", "DateOrder", "NormalizeOptions", "Normalizer", "Pass"]
@@ -22,6 +24,18 @@ RULES_VERSION = "1"
 """Raised whenever a change to any pass can change an output (part of :attr:`Normalizer.key`)."""
 
 ORDER: tuple[Pass, ...] = (
+    money.money,
+    clock.times,
+    dates.dates,
+    phone.phones,
+    units.temperatures,
+    ranges.ranges,
+    years.years,
+    units.units,
+    ranges.fractions,
+    ranges.percent,
+    numbers.ordinals,
+    numbers.decimals,
     numbers.cardinals,
 )
 """The passes, in the order they run: each sees the text the ones before it left."""
@@ -38,8 +52,9 @@ class Normalizer:
     def __init__(self, options: NormalizeOptions | None = None) -> None:
         self._options = options or NormalizeOptions()
         names = ",".join(f"{p.__module__.rsplit('.', 1)[-1]}.{p.__name__}" for p in ORDER)
-        self.key: str = (f"normalize/{RULES_VERSION}/date_order={self._options.date_order}/"
-                         f"{names}")
+        variant = "gb" if self._options.british else "us"
+        self.key: str = (f"normalize/{RULES_VERSION}/{variant}/"
+                         f"date_order={self._options.date_order}/{names}")
         """Changes whenever the output could: the options, the rules version, the passes."""
 
     @property
@@ -62,5 +77,10 @@ class Normalizer:
         Only English has rules; for any other language None is returned, and espeak-ng keeps
         reading numbers and symbols itself, with that language's own rules.
         """
-        base = language_code.replace("-", "_").split("_", 1)[0].strip().lower()
-        return cls(options) if base in ENGLISH else None
+        base, _, region = language_code.strip().replace("-", "_").partition("_")
+        if base.lower() not in ENGLISH:
+            return None
+        chosen = options or NormalizeOptions()
+        if region.upper() == "GB" and not chosen.british:
+            chosen = dataclasses.replace(chosen, british=True)
+        return cls(chosen)

@@ -18,6 +18,9 @@ class NormalizeOptions:
     date_order: DateOrder = "mdy"
     """How ``3/12`` and ``12/03/2026`` are read: month first (``mdy``: March twelfth), day
     first (``dmy``: the third of December), or year first (``ymd``: ``2026/12/03``)."""
+    british: bool = False
+    """British English: ``and`` inside numbers (``two hundred and fifty``); set for ``en_GB``
+    voices by :meth:`~agent.text.normalize.Normalizer.for_language`."""
 
     def __post_init__(self) -> None:
         if self.date_order not in ("mdy", "dmy", "ymd"):

@@ -1,0 +1,65 @@
+"""Times of day: ``7:15`` "seven fifteen", ``19:05`` "nineteen oh five", ``9:30 am``, ``5 pm``.
+
+A time is read as written, 12 h or 24 h: the hour as a number (a leading zero dropped), the
+minutes as a number with "oh" before one digit (``12:05`` "twelve oh five"); on the hour,
+"o'clock" for 1-12 without am/pm (``08:00`` "eight o'clock"), "hundred" for 13-23
+(``18:00`` "eighteen hundred"), and ``00:00`` is "midnight". ``am``/``pm`` in any spelling
+(``am``, ``AM``, ``a.m.``) is written ``a.m``/``p.m``, which espeak-ng says as letters without
+ending the sentence; a dot after it is kept only where the sentence ends (end of the text or a
+capital next). Seconds: ``10:15:30`` "ten fifteen and thirty seconds".
+"""
+
+from __future__ import annotations
+
+import re
+
+from agent.text.normalize import spoken
+from agent.text.normalize.options import NormalizeOptions
+
+__all__ = ["times"]
+
+_MERIDIEM = r"(?:\s?(?P<ap>[AaPp])\.?\s?[Mm](?![\w])(?P<dot>\.)?)"
+_CLOCK = re.compile(r"(?<![\w:.,])(?P<hour>[01]?\d|2[0-4]):(?P<minute>[0-5]\d)"
+                    r"(?::(?P<second>[0-5]\d))?(?:" + _MERIDIEM + r"|(?!\w|[:.,]\d))")
+_HOUR = re.compile(r"(?<![\w:.,])(?P<hour>1[0-2]|0?[1-9])" + _MERIDIEM)
+
+
+def _meridiem(m: re.Match[str], text: str) -> str:
+    if not m["ap"]:
+        return ""
+    said = f" {m['ap'].lower()}.m"
+    if m["dot"]:
+        rest = text[m.end():m.end() + 2]
+        if not rest.strip() or rest[-1:].isupper():
+            said += "."
+    return said
+
+
+def _minutes(minute: int, options: NormalizeOptions) -> str:
+    return ("oh " if minute < 10 else "") + spoken.cardinal(str(minute), options)
+
+
+def _clock(m: re.Match[str], text: str, options: NormalizeOptions) -> str:
+    hour, minute = int(m["hour"]), int(m["minute"])
+    if hour == 24 and minute:
+        return m.group(0)
+    suffix = _meridiem(m, text)
+    if hour in (0, 24) and minute == 0 and not suffix and not m["second"]:
+        return "midnight"
+    said = spoken.cardinal(str(hour), options)
+    if minute:
+        said += " " + _minutes(minute, options)
+    elif not suffix:
+        said += " o'clock" if 1 <= hour <= 12 else " hundred"
+    if m["second"]:
+        seconds = int(m["second"])
+        unit = "second" if seconds == 1 else "seconds"
+        said += f" and {spoken.cardinal(str(seconds), options)} {unit}"
+    return said + suffix
+
+
+def times(text: str, options: NormalizeOptions) -> str:
+    """``h:mm`` (and ``h:mm:ss``) with or without am/pm, and a bare hour with am/pm."""
+    text = _CLOCK.sub(lambda m: _clock(m, text, options), text)
+    return _HOUR.sub(lambda m: spoken.cardinal(str(int(m["hour"])), options)
+                     + _meridiem(m, text), text)

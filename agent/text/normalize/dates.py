@@ -1,0 +1,111 @@
+"""Dates: ``2026-12-01``, ``March 3rd``, ``Jan. 1``, ``4 July 2026``, ``12/25/2026``, ``3/12``.
+
+Said the way the setting ``date_order`` reads them: ``mdy`` (the default) "December first
+twenty twenty six", ``dmy`` "the first of December twenty twenty six"; ``ymd`` reads numeric
+dates year first and says them like ``mdy``. A written-out month keeps the order it was written
+in (``4 July`` "the fourth of July", ``July 4`` "July fourth"). ISO dates (``2026-12-01``) are
+always year, month, day. A numeric date without a year (``3/12``) is a date only after a word
+that announces one (``on``, ``until``, ``from``, ``due``, a weekday...); otherwise it is left
+for the fractions pass. Impossible dates (month 13, day 32) are not dates.
+"""
+
+from __future__ import annotations
+
+import re
+
+from agent.text.normalize import spoken
+from agent.text.normalize.options import NormalizeOptions
+
+__all__ = ["MONTHS", "dates"]
+
+MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",
+          "September", "October", "November", "December")
+
+_ABBREVIATIONS = {name[:3]: number for number, name in enumerate(MONTHS, 1)} | {"Sept": 9}
+_MONTH = (r"(?P<month>(?:" + "|".join(MONTHS) + "|" + "|".join(_ABBREVIATIONS) + r")(?![\w])\.?)")
+_DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?(?![\w:]|[.,]\d)"
+_YEAR = r"(?:,?\s(?P<year>1\d{3}|20\d{2})(?![\w]|[.,]\d))"
+
+_ISO = re.compile(r"(?<![\w.-])(?P<year>\d{4})-(?P<month>[01]\d)-(?P<day>[0-3]\d)(?![\w-]|\.\d)")
+_MONTH_DAY = re.compile(rf"(?<![\w]){_MONTH}\s{_DAY}{_YEAR}?")
+_DAY_MONTH = re.compile(rf"(?<![\w.,/]){_DAY}\s(?:of\s)?{_MONTH}{_YEAR}?")
+_NUMERIC = re.compile(r"(?<![\w./-])(?P<a>\d{1,2})(?P<sep>[/.])(?P<b>\d{1,2})"
+                      r"(?:(?P=sep)(?P<c>\d{4}|\d{2}))?(?![\w/]|[.,]\d)")
+
+_CONTEXT = frozenset({"on", "until", "till", "from", "due", "by", "since", "before", "after",
+                      "date", "dated", "expires", "valid", "through", "thru", "starting",
+                      "monday", "tuesday", "wednesday", "thursday", "friday", "saturday",
+                      "sunday", "mon", "tue", "tues", "wed", "thu", "thur", "thurs", "fri",
+                      "sat", "sun"})
+
+
+def _month_number(name: str) -> int:
+    name = name.rstrip(".")
+    return MONTHS.index(name) + 1 if name in MONTHS else _ABBREVIATIONS[name]
+
+
+def _valid(month: int, day: int) -> bool:
+    longest = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+    return 1 <= month <= 12 and 1 <= day <= longest[month - 1]
+
+
+def say_date(month: int, day: int, year: str | None, options: NormalizeOptions, *,
+             day_first: bool) -> str:
+    """ "December first[ twenty twenty six]" or "the first of December[ ...]"."""
+    name, nth = MONTHS[month - 1], spoken.ordinal(str(day), options)
+    said = f"the {nth} of {name}" if day_first else f"{name} {nth}"
+    return f"{said} {spoken.year(year, options)}" if year else said
+
+
+def _iso(m: re.Match[str], options: NormalizeOptions) -> str:
+    month, day = int(m["month"]), int(m["day"])
+    if not _valid(month, day):
+        return m.group(0)
+    return say_date(month, day, m["year"], options, day_first=options.date_order == "dmy")
+
+
+def _written(m: re.Match[str], options: NormalizeOptions, *, day_first: bool) -> str:
+    month, day = _month_number(m["month"]), int(m["day"])
+    if not _valid(month, day):
+        return m.group(0)
+    return say_date(month, day, m["year"], options, day_first=day_first)
+
+
+def _announced(text: str, start: int) -> bool:
+    """Whether the word before ``start`` announces a date (``on 3/12``, ``Friday 3/12``)."""
+    words = text[max(0, start - 12):start].split()
+    return bool(words) and words[-1].strip(",").lower() in _CONTEXT
+
+
+def _numeric(m: re.Match[str], text: str, options: NormalizeOptions) -> str:
+    a, b, c, sep = int(m["a"]), int(m["b"]), m["c"], m["sep"]
+    if c is None and (sep == "." or not _announced(text, m.start())):
+        return m.group(0)
+    day_first = sep == "." or options.date_order == "dmy"
+    month, day = (b, a) if day_first else (a, b)
+    if not _valid(month, day):  # the other order, where only it is a date (25/12/2026)
+        day_first, month, day = not day_first, day, month
+        if not _valid(month, day):
+            return m.group(0)
+    year = None if c is None else (c if len(c) == 4 else "20" + c)
+    return say_date(month, day, year, options, day_first=day_first)
+
+
+def _year_first(m: re.Match[str], options: NormalizeOptions) -> str:
+    month, day = int(m["b"]), int(m["c"])
+    if not _valid(month, day):
+        return m.group(0)
+    return say_date(month, day, m["a"], options, day_first=options.date_order == "dmy")
+
+
+_YEAR_FIRST = re.compile(r"(?<![\w./-])(?P<a>\d{4})(?P<sep>[/.])(?P<b>\d{1,2})(?P=sep)"
+                         r"(?P<c>\d{1,2})(?![\w/]|[.,]\d)")
+
+
+def dates(text: str, options: NormalizeOptions) -> str:
+    """ISO, written-out and numeric dates in words."""
+    text = _ISO.sub(lambda m: _iso(m, options), text)
+    text = _MONTH_DAY.sub(lambda m: _written(m, options, day_first=False), text)
+    text = _DAY_MONTH.sub(lambda m: _written(m, options, day_first=True), text)
+    text = _YEAR_FIRST.sub(lambda m: _year_first(m, options), text)
+    return _NUMERIC.sub(lambda m: _numeric(m, text, options), text)

@@ -1,0 +1,80 @@
+"""Money: ``$12.50`` "twelve dollars and fifty cents", ``£7.99``, ``€40``, ``5 €``, ``USD 5``.
+
+A currency symbol or ISO code before or after the amount; two decimals are the minor unit
+(cents, pence), one decimal is tens of it (``$2.5`` "two dollars and fifty cents"), more
+decimals or a scale word make a decimal amount (``$1.5 million`` "one point five million
+dollars"). ``99¢`` is cents. One of a unit is singular (``$1`` "one dollar", ``1p`` "one
+penny"); yen has no plural and no minor unit read.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from agent.text.normalize import spoken
+from agent.text.normalize.options import NormalizeOptions
+
+__all__ = ["money"]
+
+
+class Currency(NamedTuple):
+    major: str
+    minor: str | None
+    """The minor unit's singular (cent, penny), None when it is not read (yen)."""
+
+
+_SYMBOLS = {"$": Currency("dollar", "cent"), "US$": Currency("dollar", "cent"),
+            "€": Currency("euro", "cent"), "£": Currency("pound", "penny"),
+            "¥": Currency("yen", None), "₹": Currency("rupee", "paisa")}
+_CODES = {"USD": Currency("dollar", "cent"), "EUR": Currency("euro", "cent"),
+          "GBP": Currency("pound", "penny"), "JPY": Currency("yen", None),
+          "CHF": Currency("Swiss franc", "centime"), "CAD": Currency("Canadian dollar", "cent"),
+          "AUD": Currency("Australian dollar", "cent"), "INR": Currency("rupee", "paisa")}
+_SCALES = {"thousand": "thousand", "k": "thousand", "million": "million", "m": "million",
+           "mn": "million", "billion": "billion", "bn": "billion", "b": "billion",
+           "trillion": "trillion"}
+
+_AMOUNT = r"(?P<whole>\d{1,3}+(?:,\d{3})++(?![\d,]\d)|\d++)(?:\.(?P<frac>\d++))?"
+_SCALE = r"(?:\s?(?P<scale>thousand|million|billion|trillion|mn|bn|[kmb])(?![\w]))?"
+_SYMBOL = r"US\$|[$€£¥₹]"
+_CODE = "|".join(_CODES)
+_BEFORE = re.compile(rf"(?<![\w$€£¥₹])(?P<sym>{_SYMBOL}|(?:{_CODE})\s?)"
+                     rf"{_AMOUNT}{_SCALE}(?![\w]|[.,]\d)")
+_AFTER = re.compile(rf"(?<![\w.,$€£¥₹]){_AMOUNT}{_SCALE}(?:\s?(?P<sym>[€£¥₹$]|(?:{_CODE})\b|¢)"
+                    r"|(?P<pence>p)(?!\w|\.\w))")
+
+
+def _units(count: str, unit: str, options: NormalizeOptions, *, exact_one: bool) -> str:
+    said = spoken.number(count, options)
+    return f"{said} {unit if exact_one else spoken.plural(unit)}"
+
+
+def _say(m: re.Match[str], options: NormalizeOptions) -> str:
+    sym = "p" if m.groupdict().get("pence") else m["sym"].strip()
+    whole, frac, scale = m["whole"], m["frac"] or "", m["scale"]
+    if sym in ("¢", "p"):
+        unit = "cent" if sym == "¢" else "penny"
+        return _units(f"{whole}.{frac}" if frac else whole, unit, options,
+                      exact_one=whole == "1" and not frac)
+    currency = _SYMBOLS.get(sym) or _CODES[sym]
+    major = currency.major
+    if scale:
+        amount = f"{whole}.{frac}" if frac else whole
+        return f"{spoken.number(amount, options)} {_SCALES[scale.lower()]} {spoken.plural(major)}"
+    if frac and (len(frac) > 2 or currency.minor is None):
+        return _units(f"{whole}.{frac}", major, options, exact_one=False)
+    cents = int(frac.ljust(2, "0")) if frac else 0
+    value = int(whole.replace(",", ""))
+    parts = []
+    if value or not cents:
+        parts.append(_units(whole, major, options, exact_one=value == 1))
+    if cents and currency.minor:
+        parts.append(_units(str(cents), currency.minor, options, exact_one=cents == 1))
+    return " and ".join(parts)
+
+
+def money(text: str, options: NormalizeOptions) -> str:
+    """Amounts with a currency symbol or code, before or after, in words."""
+    text = _BEFORE.sub(lambda m: _say(m, options), text)
+    return _AFTER.sub(lambda m: _say(m, options), text)

@@ -1,0 +1,56 @@
+"""Phone numbers: digit by digit, with a pause (a comma) between the groups as written.
+
+``555-0123`` "five five five, oh one two three"; ``(415) 555-0123`` "four one five, five five
+five, oh one two three"; ``+1 415 555 0123`` "plus one, four one five, ..."; zero is "oh", as
+US announcers say it. Found by shape: a North American number (three, three and four digits,
+with an optional ``+1``, brackets, spaces, dots or hyphens), a seven-digit ``555-0123``, an
+international ``+`` number of separated groups, or any digits right after ``call``, ``dial``,
+``phone``, ``tel``, ``text``, ``fax`` (``Dial 911``). ``100-2000`` after ``from``,
+``between``, ``pages``, ``rooms``... is a range, not a number to call.
+"""
+
+from __future__ import annotations
+
+import re
+
+from agent.text.normalize import spoken
+from agent.text.normalize.options import NormalizeOptions
+
+__all__ = ["phones"]
+
+_NANP = re.compile(r"(?<![\w+(-])(?P<country>\+1[\s.-]?)?(?:\((?P<area1>\d{3})\)\s?|"
+                   r"(?P<area2>\d{3})[\s.-])(?P<exchange>\d{3})[\s.-](?P<line>\d{4})(?![\w-]|\.\d)")
+_LOCAL = re.compile(r"(?<![\w.,:/+-])(?P<exchange>\d{3})-(?P<line>\d{4})(?![\w-]|[.,]\d)")
+_INTERNATIONAL = re.compile(r"(?<![\w+])\+(?P<groups>\d{1,3}(?:[ .-]\d{1,4}){1,5})(?![\w]|[.-]\d)")
+_DIALED = re.compile(r"(?i:\b(?:call|dial|phone|tel|telephone|text|fax|ring)\b\.?:?)\s"
+                     r"(?P<number>\d{2,15})(?![\w]|[.,]\d)")
+
+
+_NOT_PHONE = frozenset({"from", "between", "page", "pages", "pp.", "room", "rooms", "seat", "seats",
+                        "number", "numbers", "no.", "nos.", "years", "aged", "ages", "items"})
+
+
+def _local(m: re.Match[str], text: str) -> str:
+    words = text[max(0, m.start() - 10):m.start()].split()
+    if words and words[-1].lower() in _NOT_PHONE:
+        return m.group(0)
+    return _groups(m["exchange"], m["line"])
+
+
+def _groups(*groups: str) -> str:
+    return ", ".join(spoken.digits(group, zero="oh") for group in groups if group)
+
+
+def _nanp(m: re.Match[str]) -> str:
+    said = _groups(m["area1"] or m["area2"], m["exchange"], m["line"])
+    return f"plus one, {said}" if m["country"] else said
+
+
+def phones(text: str, options: NormalizeOptions) -> str:
+    """Phone numbers in words, digit by digit."""
+    del options
+    text = _NANP.sub(_nanp, text)
+    text = _INTERNATIONAL.sub(lambda m: "plus " + _groups(*re.split(r"[ .-]", m["groups"])), text)
+    text = _LOCAL.sub(lambda m: _local(m, text), text)
+    return _DIALED.sub(lambda m: m.group(0)[:m.start("number") - m.start()]
+                       + _groups(m["number"]), text)

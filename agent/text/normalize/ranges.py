@@ -1,0 +1,86 @@
+"""Ranges, scores, fractions and percent: ``10–15``, ``9-5``, ``3-2``, ``1/2``, ``1 1/2``, ``20%``.
+
+A range or a score is two numbers joined by a hyphen or a dash (``-``, ``–``, ``—``), with or
+without spaces: both are read "N to M" (``10–15 minutes`` "ten to fifteen minutes", ``3-2``
+"three to two"), so a score needs no context to be read right. The numbers stay digits for the
+later passes, so ``10-15%`` and ``5–10 km`` get their unit; two years (``2024–2026``) are read
+as years. A fraction is ``a/b`` not glued to other digits or slashes: "one half", "three
+quarters", "two thirds", "five sixteenths", ``1 1/2`` "one and a half", and the vulgar
+fraction characters (``½``, ``¾``...); a denominator of 0 or 1, or over 100, is "a over b".
+Percent: ``20%`` "twenty percent", ``7.5%`` "seven point five percent".
+"""
+
+from __future__ import annotations
+
+import re
+
+from agent.text.normalize import spoken
+from agent.text.normalize.options import NormalizeOptions
+
+__all__ = ["fractions", "percent", "ranges"]
+
+_NUM = r"\d{1,3}+(?:,\d{3})++(?![\d,]\d)|\d++(?:\.\d++)?"
+_RANGE = re.compile(rf"(?<![\w.,/:-])(?P<a>{_NUM})(?P<dash>\s?[–—]\s?|-|\s-\s)(?P<b>{_NUM})"
+                    r"(?![\w/:]|[-–—]\d|[.,]\d)")
+_YEAR = re.compile(r"1\d{3}|20\d{2}")
+_FRACTION = re.compile(r"(?<![\w.,/:])(?:(?P<whole>\d++)\s)?(?P<a>\d{1,6}+)/(?P<b>\d{1,6}+)"
+                       r"(?![\w/]|[.,]\d)")
+_VULGAR = {"½": (1, 2), "⅓": (1, 3), "⅔": (2, 3), "¼": (1, 4), "¾": (3, 4), "⅕": (1, 5),
+           "⅖": (2, 5), "⅗": (3, 5), "⅘": (4, 5), "⅙": (1, 6), "⅚": (5, 6), "⅛": (1, 8),
+           "⅜": (3, 8), "⅝": (5, 8), "⅞": (7, 8)}
+_VULGAR_RE = re.compile(r"(?<![\w.,])(?:(?P<whole>\d++)\s?)?(?P<char>[" + "".join(_VULGAR) + "])")
+_PERCENT = re.compile(rf"(?<![\w.,])(?P<sign>[-−])?(?P<n>{_NUM})\s?%")
+
+
+def ranges(text: str, options: NormalizeOptions) -> str:
+    """``N-M`` and ``N–M`` as "N to M" (the numbers left for the passes after; two years read
+    as years here)."""
+
+    def say(m: re.Match[str]) -> str:
+        a, b = m["a"], m["b"]
+        if _YEAR.fullmatch(a) and _YEAR.fullmatch(b):
+            return f"{spoken.year(a, options)} to {spoken.year(b, options)}"
+        return f"{a} to {b}"
+
+    return _RANGE.sub(say, text)
+
+
+def say_fraction(numerator: int, denominator: int, options: NormalizeOptions) -> str:
+    """``(3, 4)`` "three quarters"; ``(5, 0)`` "five over zero"."""
+    top = spoken.cardinal(str(numerator), options)
+    if denominator in (0, 1) or denominator > 100:
+        return f"{top} over {spoken.cardinal(str(denominator), options)}"
+    if denominator == 2:
+        name = "half"
+    elif denominator == 4:
+        name = "quarter"
+    else:
+        name = spoken.ordinal(str(denominator), options)
+    return f"{top} {name if numerator == 1 else spoken.plural(name)}"
+
+
+def _mixed(whole: str | None, numerator: int, denominator: int,
+           options: NormalizeOptions) -> str:
+    if not whole:
+        return say_fraction(numerator, denominator, options)
+    if numerator == 1 and denominator in (2, 4):
+        part = "a half" if denominator == 2 else "a quarter"
+    else:
+        part = say_fraction(numerator, denominator, options)
+    return f"{spoken.cardinal(whole, options)} and {part}"
+
+
+def fractions(text: str, options: NormalizeOptions) -> str:
+    """``1/2`` "one half", ``1 1/2`` "one and a half", ``¾`` "three quarters"."""
+    text = _VULGAR_RE.sub(lambda m: _mixed(m["whole"], *_VULGAR[m["char"]], options), text)
+    return _FRACTION.sub(lambda m: _mixed(m["whole"], int(m["a"]), int(m["b"]), options), text)
+
+
+def percent(text: str, options: NormalizeOptions) -> str:
+    """``20%`` "twenty percent"; ``-3%`` "minus three percent"."""
+
+    def say(m: re.Match[str]) -> str:
+        sign = "minus " if m["sign"] else ""
+        return f"{sign}{spoken.number(m['n'], options)} percent"
+
+    return _PERCENT.sub(say, text)

@@ -1,0 +1,51 @@
+"""Years and decades: ``in 1999`` "in nineteen ninety nine", ``the 1990s``, ``the '80s``.
+
+A four-digit number from 1000 to 2099 is read as a year after a word that announces one
+(``in``, ``since``, ``from``, ``until``, ``by``, ``year``, ``founded``, ``built``, ``class of``,
+a season...) or before ``AD``/``BC``/``CE``/``BCE``; elsewhere it is a number (``1500 seats``
+"one thousand five hundred seats"). The convention (:func:`spoken.year`): 1999 "nineteen
+ninety nine", 1905 "nineteen oh five", 1900 "nineteen hundred", 2000-2009 "two thousand
+five", 2010-2099 "twenty twenty six". Decades: ``1990s`` "nineteen nineties", ``2000s`` "two
+thousands", ``'80s`` "eighties". Year ranges are the ranges pass's.
+"""
+
+from __future__ import annotations
+
+import re
+
+from agent.text.normalize import spoken
+from agent.text.normalize.options import NormalizeOptions
+
+__all__ = ["YEAR_WORDS", "years"]
+
+YEAR_WORDS = frozenset({
+    "in", "since", "from", "until", "till", "to", "by", "before", "after", "during", "year",
+    "circa", "c.", "ca.", "around", "early", "late", "mid", "of", "founded", "built", "opened",
+    "established", "est.", "born", "died", "spring", "summer", "autumn", "fall", "winter",
+    "season", "copyright", "©", "vintage", "model", "class",
+})
+
+_YEAR = re.compile(r"(?<![\w.,$€£¥#-])(?P<year>1\d{3}|20\d{2})"
+                   r"(?P<era>\s(?:AD|BC|BCE|CE)\b)?(?!\w|[.,:/]\d|-\d)")
+_DECADE = re.compile(r"(?<![\w.,$€£¥#-])(?P<year>1\d{2}0|20\d0)'?s\b")
+_SHORT_DECADE = re.compile(r"(?:(?<![\w])['’]|(?<=\bthe\s))(?P<tens>[2-9]0)s\b")
+
+
+def _announced(text: str, start: int) -> bool:
+    words = text[max(0, start - 16):start].split()
+    return bool(words) and words[-1].lower() in YEAR_WORDS
+
+
+def _year(m: re.Match[str], text: str, options: NormalizeOptions) -> str:
+    era = m["era"]
+    if not era and not _announced(text, m.start()):
+        return m.group(0)
+    said = spoken.year(m["year"], options)
+    return said + (era or "")
+
+
+def years(text: str, options: NormalizeOptions) -> str:
+    """Decades, and four-digit years where the words around announce a year."""
+    text = _DECADE.sub(lambda m: spoken.plural(spoken.year(m["year"], options)), text)
+    text = _SHORT_DECADE.sub(lambda m: spoken.plural(spoken.cardinal(m["tens"], options)), text)
+    return _YEAR.sub(lambda m: _year(m, text, options), text)

@@ -1,0 +1,175 @@
+"""The normalizer's numeric passes (agent/text/normalize/): each category in words, the options,
+the key, the languages, and bounded work on hostile input."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.text.normalize import NormalizeOptions, Normalizer, spoken
+
+MDY = Normalizer(NormalizeOptions())
+DMY = Normalizer(NormalizeOptions(date_order="dmy"))
+YMD = Normalizer(NormalizeOptions(date_order="ymd"))
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    # cardinals and decimals
+    ("There are 1,250 seats.", "There are one thousand two hundred fifty seats."),
+    ("Population 3,400,000.", "Population three million four hundred thousand."),
+    ("Bus 7 leaves.", "Bus seven leaves."),
+    ("Pi is 3.14.", "Pi is three point one four."),
+    ("Rainfall of 0.25 inches.", "Rainfall of zero point two five inches."),
+    ("A drop of .5 points.", "A drop of point five points."),
+    ("It was -3 outside.", "It was minus three outside."),
+    ("Agent 007.", "Agent zero zero seven."),
+    # ordinals
+    ("Take the 1st exit.", "Take the first exit."),
+    ("She finished 2nd, he 3rd.", "She finished second, he third."),
+    ("Our 21st sale, the 100th guest.", "Our twenty first sale, the one hundredth guest."),
+    # money
+    ("Tickets are $12.50 each.", "Tickets are twelve dollars and fifty cents each."),
+    ("A coffee costs $3.", "A coffee costs three dollars."),
+    ("Only $1.", "Only one dollar."),
+    ("Entry is €40.", "Entry is forty euros."),
+    ("It costs 5 €.", "It costs five euros."),
+    ("Lunch is £7.99 today.", "Lunch is seven pounds and ninety nine pence today."),
+    ("Just 50p.", "Just fifty pence."),
+    ("Only 99¢ a cup.", "Only ninety nine cents a cup."),
+    ("Parking is $0.50.", "Parking is fifty cents."),
+    ("Fine of $1,000.", "Fine of one thousand dollars."),
+    ("Pay USD 5 or 5 EUR.", "Pay five dollars or five euros."),
+    ("A $1.5 million grant.", "A one point five million dollars grant."),
+    ("Tea for ¥500.", "Tea for five hundred yen."),
+    # times
+    ("The 7:15 train.", "The seven fifteen train."),
+    ("Boarding at 18:45.", "Boarding at eighteen forty five."),
+    ("Departs 19:05 today.", "Departs nineteen oh five today."),
+    ("Doors open at 9:30 am today.", "Doors open at nine thirty a.m today."),
+    ("Closing at 5 pm.", "Closing at five p.m."),
+    ("Open 5pm to 11PM daily.", "Open five p.m to eleven p.m daily."),
+    ("The last bus is at 12:05 a.m.", "The last bus is at twelve oh five a.m."),
+    ("We start at 08:00.", "We start at eight o'clock."),
+    ("Curfew 22:00.", "Curfew twenty two hundred."),
+    ("Closed at 00:00.", "Closed at midnight."),
+    # dates
+    ("Valid until 2026-12-01.", "Valid until December first twenty twenty six."),
+    ("The fair opens March 3rd.", "The fair opens March third."),
+    ("Closed on Jan. 1.", "Closed on January first."),
+    ("See you on 4 July 2026.", "See you on the fourth of July twenty twenty six."),
+    ("Due 12/25/2026.", "Due December twenty fifth twenty twenty six."),
+    ("Closed on 3/12.", "Closed on March twelfth."),
+    ("Opens May 5, 2026.", "Opens May fifth twenty twenty six."),
+    # years and decades
+    ("Built in 1999.", "Built in nineteen ninety nine."),
+    ("Since 2008.", "Since two thousand eight."),
+    ("Founded in 1850.", "Founded in eighteen fifty."),
+    ("Open since 2026.", "Open since twenty twenty six."),
+    ("Rebuilt in 1905.", "Rebuilt in nineteen oh five."),
+    ("In the 1990s.", "In the nineteen nineties."),
+    ("Hits of the '80s.", "Hits of the eighties."),
+    ("We seat 1500 guests.", "We seat one thousand five hundred guests."),
+    # phone numbers
+    ("Call 555-0123 for help.", "Call five five five, oh one two three for help."),
+    ("Call (415) 555-0123.", "Call four one five, five five five, oh one two three."),
+    ("Call +1 415 555 0123.", "Call plus one, four one five, five five five, oh one two three."),
+    ("Dial 911 now.", "Dial nine one one now."),
+    # ranges and scores
+    ("Wait 10–15 minutes.", "Wait ten to fifteen minutes."),
+    ("Open 9-5 daily.", "Open nine to five daily."),
+    ("The final score was 3-2.", "The final score was three to two."),
+    ("Open 2024–2026.", "Open twenty twenty four to twenty twenty six."),
+    ("Save 10-15% now.", "Save ten to fifteen percent now."),
+    # fractions and percent
+    ("Add 1/2 cup.", "Add one half cup."),
+    ("About 3/4 full.", "About three quarters full."),
+    ("Wait 1 1/2 hours.", "Wait one and a half hours."),
+    ("Only 2/3 left.", "Only two thirds left."),
+    ("Add ½ cup.", "Add one half cup."),
+    ("Save 20% today.", "Save twenty percent today."),
+    ("Battery at 7.5%.", "Battery at seven point five percent."),
+    # temperatures and units
+    ("It is 22°C outside.", "It is twenty two degrees Celsius outside."),
+    ("Low of -5 °F tonight.", "Low of minus five degrees Fahrenheit tonight."),
+    ("Speed limit 50 km/h.", "Speed limit fifty kilometers per hour."),
+    ("Bags up to 23 kg.", "Bags up to twenty three kilograms."),
+    ("Just 1 kg.", "Just one kilogram."),
+    ("Gap of 15 cm.", "Gap of fifteen centimeters."),
+    ("Drive 60 mph.", "Drive sixty miles per hour."),
+    ("Only 5 mi away.", "Only five miles away."),
+    ("Only 3 ft tall.", "Only three feet tall."),
+    ("Weighs 10 lb.", "Weighs ten pounds."),
+    ("Add 500 ml.", "Add five hundred milliliters."),
+    ("Free 2 GB.", "Free two gigabytes."),
+    ("A 500 m walk.", "A five hundred meter walk."),
+])
+def test_numbers_are_put_in_words(text: str, said: str) -> None:
+    assert MDY(text) == said
+
+
+@pytest.mark.parametrize(("text", "mdy", "dmy"), [
+    ("Closed on 3/12.", "Closed on March twelfth.", "Closed on the third of December."),
+    ("Due 12/03/2026.", "Due December third twenty twenty six.",
+     "Due the twelfth of March twenty twenty six."),
+    ("Valid until 2026-12-01.", "Valid until December first twenty twenty six.",
+     "Valid until the first of December twenty twenty six."),
+    # only one order is a date: that one, whatever the setting
+    ("Due 25/12/2026.", "Due the twenty fifth of December twenty twenty six.",
+     "Due the twenty fifth of December twenty twenty six."),
+])
+def test_date_order_reads_numeric_dates(text: str, mdy: str, dmy: str) -> None:
+    assert MDY(text) == mdy
+    assert DMY(text) == dmy
+
+
+def test_year_first_dates() -> None:
+    assert YMD("Due 2026/12/03.") == "Due December third twenty twenty six."
+
+
+@pytest.mark.parametrize("text", [
+    "Version 1.2.3 and 10.0.0.1",  # not one number
+    "Just words, no numbers.",
+])
+def test_what_is_not_understood_is_left_as_it_was(text: str) -> None:
+    assert MDY(text) == text
+
+
+def test_british_english_keeps_and() -> None:
+    british = Normalizer.for_language("en_GB")
+    assert british is not None
+    assert british("We expect 250 guests.") == "We expect two hundred and fifty guests."
+    assert MDY("We expect 250 guests.") == "We expect two hundred fifty guests."
+    assert british.key != MDY.key
+
+
+def test_only_english_has_a_normalizer() -> None:
+    for code in ("en", "en_US", "en-us", "en_GB", "EN"):
+        assert isinstance(Normalizer.for_language(code), Normalizer), code
+    for code in ("de_DE", "fr", "zh_CN", "", "eng"):
+        assert Normalizer.for_language(code) is None, code
+
+
+def test_key_follows_the_options() -> None:
+    assert MDY.key == Normalizer().key
+    assert MDY.key != DMY.key != YMD.key
+    assert "date_order=dmy" in DMY.key
+
+
+def test_options_refuse_an_unknown_date_order() -> None:
+    with pytest.raises(ValueError, match="date_order 'dym' is not one of mdy, dmy, ymd"):
+        NormalizeOptions(date_order="dym")  # type: ignore[arg-type]
+
+
+def test_long_numbers_are_read_digit_by_digit() -> None:
+    long = "1" * (spoken.MAX_WHOLE_DIGITS + 1)
+    assert MDY(f"code {long}") == "code " + " ".join(["one"] * len(long))
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("unit", [
+    "1", "1,", "1.", "$1", "1-", "1:", "12:3", "1/", "-1", "1 ", "£1.", "1st", "19", "1°",
+    "+1 ", "(555) ", "1 km/", "555-", "2026-", "March 1", "1 1/2 ", "9.", "0", "a1", "%",
+])
+def test_hostile_input_finishes(unit: str) -> None:
+    text = (unit * (50_000 // len(unit) + 1))[:50_000]
+    said = MDY(text)
+    assert isinstance(said, str)
