@@ -3,9 +3,12 @@ the key, the languages, and bounded work on hostile input."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from agent.text.normalize import NormalizeOptions, Normalizer, spoken
+from agent.text.normalize.say_as import say_as
 
 MDY = Normalizer(NormalizeOptions())
 DMY = Normalizer(NormalizeOptions(date_order="dmy"))
@@ -173,3 +176,51 @@ def test_hostile_input_finishes(unit: str) -> None:
     text = (unit * (50_000 // len(unit) + 1))[:50_000]
     said = MDY(text)
     assert isinstance(said, str)
+
+
+# --- say-as (SSML) ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("kind", "text", "fmt", "said"), [
+    ("characters", "USB-a1", None, "u s b dash eh one"),
+    ("spell-out", "Joe", None, "j o e"),
+    ("digits", "0123", None, "zero one two three"),
+    ("cardinal", "-1,234.5", None, "minus one thousand two hundred thirty four point five"),
+    ("ordinal", "21st", None, "twenty first"),
+    ("ordinal", "3", None, "third"),
+    ("date", "12/03/2026", None, "December third twenty twenty six"),
+    ("date", "12/03/2026", "dmy", "the twelfth of March twenty twenty six"),
+    ("date", "2026-12-03", None, "December third twenty twenty six"),
+    ("date", "March 3", "md", "March third"),
+    ("date", "2026", "y", "twenty twenty six"),
+    ("time", "7:15 pm", None, "seven fifteen p.m"),
+    ("time", "19:05", None, "nineteen oh five"),
+    ("telephone", "+1 (415) 555-0123", None,
+     "plus one, four one five, five five five, oh one two three"),
+    ("currency", "$12.50", None, "twelve dollars and fifty cents"),
+    ("currency", "12.50", "EUR", "twelve euros and fifty cents"),
+])
+def test_say_as_reads_what_it_is_told(kind: str, text: str, fmt: str | None, said: str) -> None:
+    assert say_as(kind, text, format=fmt) == said
+
+
+@pytest.mark.parametrize(("kind", "text", "fmt", "reason"), [
+    ("cardinal", "abc", None, "say-as cardinal: 'abc' is not a number"),
+    ("ordinal", "first", None, "say-as ordinal: 'first' is not an ordinal number"),
+    ("digits", "12a", None, "say-as digits: '12a' is not digits"),
+    ("date", "13/45/2026", None, "say-as date: '13' in '13/45/2026' is not a month"),
+    ("date", "2/30/2026", None, "is not a day of that month"),
+    ("date", "1/2", "xyz", "format 'xyz' is not one of"),
+    ("date", "1/2", "mdy", "does not have the 3 parts of mdy"),
+    ("time", "7:15 hello", None, "say-as time: '7:15 hello' is not a time"),
+    ("telephone", "call me", None, "say-as telephone: 'call me' is not a phone number"),
+    ("currency", "12", None, "say-as currency: '12' is not an amount with a currency"),
+    ("currency", "12", "XYZ", "format 'XYZ' is not a currency code"),
+    ("bogus", "x", None, "say-as: interpret-as 'bogus' is not supported"),
+    ("cardinal", "", None, "say-as cardinal: the text is empty"),
+    ("characters", "x" * 201, None, "201 characters, more than 200"),
+])
+def test_say_as_refuses_what_is_not_so(kind: str, text: str, fmt: str | None,
+                                       reason: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(reason)):
+        say_as(kind, text, format=fmt)

@@ -16,12 +16,12 @@ import re
 from agent.text.normalize import spoken
 from agent.text.normalize.options import NormalizeOptions
 
-__all__ = ["times"]
+__all__ = ["CLOCK", "HOUR", "times"]
 
 _MERIDIEM = r"(?:\s?(?P<ap>[AaPp])\.?\s?[Mm](?![\w])(?P<dot>\.)?)"
-_CLOCK = re.compile(r"(?<![\w:.,])(?P<hour>[01]?\d|2[0-4]):(?P<minute>[0-5]\d)"
+CLOCK = re.compile(r"(?<![\w:.,])(?P<hour>[01]?\d|2[0-4]):(?P<minute>[0-5]\d)"
                     r"(?::(?P<second>[0-5]\d))?(?:" + _MERIDIEM + r"|(?!\w|[:.,]\d))")
-_HOUR = re.compile(r"(?<![\w:.,])(?P<hour>1[0-2]|0?[1-9])" + _MERIDIEM)
+HOUR = re.compile(r"(?<![\w:.,])(?P<hour>1[0-2]|0?[1-9])" + _MERIDIEM)
 
 
 def _meridiem(m: re.Match[str], text: str) -> str:
@@ -60,6 +60,6 @@ def _clock(m: re.Match[str], text: str, options: NormalizeOptions) -> str:
 
 def times(text: str, options: NormalizeOptions) -> str:
     """``h:mm`` (and ``h:mm:ss``) with or without am/pm, and a bare hour with am/pm."""
-    text = _CLOCK.sub(lambda m: _clock(m, text, options), text)
-    return _HOUR.sub(lambda m: spoken.cardinal(str(int(m["hour"])), options)
+    text = CLOCK.sub(lambda m: _clock(m, text, options), text)
+    return HOUR.sub(lambda m: spoken.cardinal(str(int(m["hour"])), options)
                      + _meridiem(m, text), text)

@@ -16,7 +16,7 @@ import re
 from agent.text.normalize import spoken
 from agent.text.normalize.options import NormalizeOptions
 
-__all__ = ["MONTHS", "dates"]
+__all__ = ["MONTHS", "dates", "is_valid", "say_date"]
 
 MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",
           "September", "October", "November", "December")
@@ -44,7 +44,7 @@ def _month_number(name: str) -> int:
     return MONTHS.index(name) + 1 if name in MONTHS else _ABBREVIATIONS[name]
 
 
-def _valid(month: int, day: int) -> bool:
+def is_valid(month: int, day: int) -> bool:
     longest = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
     return 1 <= month <= 12 and 1 <= day <= longest[month - 1]
 
@@ -59,14 +59,14 @@ def say_date(month: int, day: int, year: str | None, options: NormalizeOptions, 
 
 def _iso(m: re.Match[str], options: NormalizeOptions) -> str:
     month, day = int(m["month"]), int(m["day"])
-    if not _valid(month, day):
+    if not is_valid(month, day):
         return m.group(0)
     return say_date(month, day, m["year"], options, day_first=options.date_order == "dmy")
 
 
 def _written(m: re.Match[str], options: NormalizeOptions, *, day_first: bool) -> str:
     month, day = _month_number(m["month"]), int(m["day"])
-    if not _valid(month, day):
+    if not is_valid(month, day):
         return m.group(0)
     return say_date(month, day, m["year"], options, day_first=day_first)
 
@@ -83,9 +83,9 @@ def _numeric(m: re.Match[str], text: str, options: NormalizeOptions) -> str:
         return m.group(0)
     day_first = sep == "." or options.date_order == "dmy"
     month, day = (b, a) if day_first else (a, b)
-    if not _valid(month, day):  # the other order, where only it is a date (25/12/2026)
+    if not is_valid(month, day):  # the other order, where only it is a date (25/12/2026)
         day_first, month, day = not day_first, day, month
-        if not _valid(month, day):
+        if not is_valid(month, day):
             return m.group(0)
     year = None if c is None else (c if len(c) == 4 else "20" + c)
     return say_date(month, day, year, options, day_first=day_first)
@@ -93,7 +93,7 @@ def _numeric(m: re.Match[str], text: str, options: NormalizeOptions) -> str:
 
 def _year_first(m: re.Match[str], options: NormalizeOptions) -> str:
     month, day = int(m["b"]), int(m["c"])
-    if not _valid(month, day):
+    if not is_valid(month, day):
         return m.group(0)
     return say_date(month, day, m["a"], options, day_first=options.date_order == "dmy")
 

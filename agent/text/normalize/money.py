@@ -15,7 +15,7 @@ from typing import NamedTuple
 from agent.text.normalize import spoken
 from agent.text.normalize.options import NormalizeOptions
 
-__all__ = ["money"]
+__all__ = ["AFTER", "BEFORE", "CODES", "money"]
 
 
 class Currency(NamedTuple):
@@ -27,7 +27,7 @@ class Currency(NamedTuple):
 _SYMBOLS = {"$": Currency("dollar", "cent"), "US$": Currency("dollar", "cent"),
             "€": Currency("euro", "cent"), "£": Currency("pound", "penny"),
             "¥": Currency("yen", None), "₹": Currency("rupee", "paisa")}
-_CODES = {"USD": Currency("dollar", "cent"), "EUR": Currency("euro", "cent"),
+CODES = {"USD": Currency("dollar", "cent"), "EUR": Currency("euro", "cent"),
           "GBP": Currency("pound", "penny"), "JPY": Currency("yen", None),
           "CHF": Currency("Swiss franc", "centime"), "CAD": Currency("Canadian dollar", "cent"),
           "AUD": Currency("Australian dollar", "cent"), "INR": Currency("rupee", "paisa")}
@@ -38,10 +38,10 @@ _SCALES = {"thousand": "thousand", "k": "thousand", "million": "million", "m": "
 _AMOUNT = r"(?P<whole>\d{1,3}+(?:,\d{3})++(?![\d,]\d)|\d++)(?:\.(?P<frac>\d++))?"
 _SCALE = r"(?:\s?(?P<scale>thousand|million|billion|trillion|mn|bn|[kmb])(?![\w]))?"
 _SYMBOL = r"US\$|[$€£¥₹]"
-_CODE = "|".join(_CODES)
-_BEFORE = re.compile(rf"(?<![\w$€£¥₹])(?P<sym>{_SYMBOL}|(?:{_CODE})\s?)"
+_CODE = "|".join(CODES)
+BEFORE = re.compile(rf"(?<![\w$€£¥₹])(?P<sym>{_SYMBOL}|(?:{_CODE})\s?)"
                      rf"{_AMOUNT}{_SCALE}(?![\w]|[.,]\d)")
-_AFTER = re.compile(rf"(?<![\w.,$€£¥₹]){_AMOUNT}{_SCALE}(?:\s?(?P<sym>[€£¥₹$]|(?:{_CODE})\b|¢)"
+AFTER = re.compile(rf"(?<![\w.,$€£¥₹]){_AMOUNT}{_SCALE}(?:\s?(?P<sym>[€£¥₹$]|(?:{_CODE})\b|¢)"
                     r"|(?P<pence>p)(?!\w|\.\w))")
 
 
@@ -57,7 +57,7 @@ def _say(m: re.Match[str], options: NormalizeOptions) -> str:
         unit = "cent" if sym == "¢" else "penny"
         return _units(f"{whole}.{frac}" if frac else whole, unit, options,
                       exact_one=whole == "1" and not frac)
-    currency = _SYMBOLS.get(sym) or _CODES[sym]
+    currency = _SYMBOLS.get(sym) or CODES[sym]
     major = currency.major
     if scale:
         amount = f"{whole}.{frac}" if frac else whole
@@ -76,5 +76,5 @@ def _say(m: re.Match[str], options: NormalizeOptions) -> str:
 
 def money(text: str, options: NormalizeOptions) -> str:
     """Amounts with a currency symbol or code, before or after, in words."""
-    text = _BEFORE.sub(lambda m: _say(m, options), text)
-    return _AFTER.sub(lambda m: _say(m, options), text)
+    text = BEFORE.sub(lambda m: _say(m, options), text)
+    return AFTER.sub(lambda m: _say(m, options), text)
