@@ -32,6 +32,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from agent.settings_chimes import CHIME_NAME_PATTERN, ChimeSettings
 from agent.settings_sections import (
     NAME_PATTERN,
     AudioSettings,
@@ -45,10 +46,12 @@ from agent.settings_sections import (
 )
 
 __all__ = [
+    "CHIME_NAME_PATTERN",
     "DEFAULT_CONFIG_PATH",
     "OTHER_VARIABLES",
     "AudioSettings",
     "CacheSettings",
+    "ChimeSettings",
     "ConfigError",
     "HealthSettings",
     "LogSettings",
@@ -89,6 +92,8 @@ class Settings(BaseSettings):
     text: TextSettings = Field(default_factory=TextSettings,
                                description="Reading request text.")
     cache: CacheSettings = Field(default_factory=CacheSettings, description="Caches.")
+    chimes: ChimeSettings = Field(default_factory=ChimeSettings,
+                                  description="Chimes before announcements.")
     audio: AudioSettings = Field(default_factory=AudioSettings, description="ALSA output.")
     mqtt: MqttSettings = Field(default_factory=MqttSettings, description="MQTT channel.")
     health: HealthSettings = Field(default_factory=HealthSettings, description="Health reports.")

@@ -34,6 +34,7 @@ from pydantic_settings import BaseSettings
 from agent.mqtt import protocol, topics
 from agent.mqtt.hermes import HermesSay
 from agent.settings import DEFAULT_CONFIG_PATH, Settings
+from agent.settings_chimes import default_chimes_dir
 from agent.settings_paths import default_cache_dir, default_model_dir
 
 __all__ = ["PAGES", "FieldDoc", "configuration_page", "env_name", "field_doc", "main",
@@ -49,7 +50,9 @@ _FACTORIES: dict[Any, str] = {list: "`[]`", dict: "`{}`", socket.gethostname: "t
                               "`/var/lib/tts-agent/models` (see *Paths* above)",
                               default_cache_dir: "a checkout's `.cache/tts-agent/`, else "
                               "`$CACHE_DIRECTORY`, `/var/cache/tts-agent` (root) or "
-                              "`~/.cache/tts-agent` (see *Paths* above)"}
+                              "`~/.cache/tts-agent` (see *Paths* above)",
+                              default_chimes_dir: "a checkout's `chimes/`, else "
+                              "`/var/lib/tts-agent/chimes`"}
 _LIMITS = (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<"))
 _EXTRA_IN = {"forbid": "Unknown fields are refused.", "ignore": "Unknown fields are ignored."}
 _EXTRA_OUT = {"forbid": "No other fields are sent.", "allow": "Other fields may be added."}

@@ -1,0 +1,150 @@
+"""Chimes (agent.audio.chimes): plain names only, regular files only, 16-bit PCM WAVs within
+bounds, every refusal a one-line reason; cached, and read again when the file changes."""
+
+from __future__ import annotations
+
+import os
+import struct
+import wave
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from agent.audio.chimes import MAX_CHIME_BYTES, ChimeError, Chimes, read_chime
+from agent.audio.format import AudioFormat
+from agent.settings import ChimeSettings
+
+
+def write_wav(path: Path, *, rate: int = 22050, channels: int = 1, width: int = 2,
+              frames: int = 2205, seed: int = 0) -> bytes:
+    rng = np.random.default_rng(seed)
+    data = rng.integers(0, 256, frames * channels * width, dtype=np.uint8).tobytes()
+    with wave.open(str(path), "wb") as wav:
+        wav.setnchannels(channels)
+        wav.setsampwidth(width)
+        wav.setframerate(rate)
+        wav.writeframes(data)
+    return data
+
+
+@pytest.fixture()
+def chimes(tmp_path: Path) -> Chimes:
+    return Chimes(tmp_path, {"urgent": "alert"})
+
+
+def test_a_chime_is_its_samples_in_its_own_format(tmp_path: Path, chimes: Chimes) -> None:
+    mono = write_wav(tmp_path / "ding.wav", rate=44100)
+    stereo = write_wav(tmp_path / "alert.wav", rate=8000, channels=2, seed=1)
+    ding = chimes.get("ding")
+    assert ding.audio == mono and ding.format == AudioFormat(44100, 2, 1)
+    alert = chimes.get("alert")
+    assert alert.audio == stereo and alert.format == AudioFormat(8000, 2, 2)
+    assert chimes.names() == ["alert", "ding"]
+    assert chimes.default_for("urgent") == "alert" and chimes.default_for("normal") is None
+
+
+@pytest.mark.parametrize("name", ["../ding", "a/b", "ding.wav", "", ".hidden", "-x", "x" * 65,
+                                  "d\0ng", "dïng"])
+def test_only_plain_names(chimes: Chimes, name: str) -> None:
+    with pytest.raises(ChimeError, match="is not a plain name"):
+        chimes.get(name)
+
+
+def test_an_unknown_chime_names_the_available_ones(tmp_path: Path, chimes: Chimes) -> None:
+    write_wav(tmp_path / "ding.wav")
+    with pytest.raises(ChimeError, match=r"^unknown chime 'gong' \(available: ding\)$"):
+        chimes.get("gong")
+    with pytest.raises(ChimeError, match=r"\(available: none\)"):
+        Chimes(tmp_path / "missing").get("gong")
+
+
+def test_a_symbolic_link_is_refused(tmp_path: Path, chimes: Chimes) -> None:
+    write_wav(tmp_path / "real.wav")
+    (tmp_path / "ding.wav").symlink_to(tmp_path / "real.wav")
+    with pytest.raises(ChimeError, match="is a symbolic link"):
+        chimes.get("ding")
+    assert chimes.names() == ["real"]
+
+
+def test_a_fifo_or_directory_is_refused_without_blocking(tmp_path: Path,
+                                                        chimes: Chimes) -> None:
+    os.mkfifo(tmp_path / "fifo.wav")
+    (tmp_path / "dir.wav").mkdir()
+    for name in ("fifo", "dir"):
+        with pytest.raises(ChimeError, match="is not a regular file"):
+            chimes.get(name)
+    assert chimes.names() == []
+
+
+def test_a_huge_file_is_refused_before_it_is_read(tmp_path: Path, chimes: Chimes) -> None:
+    with (tmp_path / "big.wav").open("wb") as handle:
+        handle.truncate(MAX_CHIME_BYTES + 1)
+    with pytest.raises(ChimeError, match=f"bytes; chimes are at most {MAX_CHIME_BYTES} bytes"):
+        chimes.get("big")
+
+
+def header_claims(path: Path, frames: int, frame_bytes: int = 2) -> None:
+    """Rewrite the data chunk's size in a plain 44-byte WAV header."""
+    data = bytearray(path.read_bytes())
+    assert data[36:40] == b"data"
+    data[40:44] = struct.pack("<I", frames * frame_bytes)
+    path.write_bytes(bytes(data))
+
+
+def test_a_header_that_claims_more_than_the_file_holds(tmp_path: Path, chimes: Chimes) -> None:
+    write_wav(tmp_path / "short.wav", frames=500)
+    header_claims(tmp_path / "short.wav", 1000)
+    with pytest.raises(ChimeError, match="truncated: its header says 1000 frames, the file "
+                                         "holds 500"):
+        chimes.get("short")
+    write_wav(tmp_path / "huge.wav", rate=8000, frames=500)
+    header_claims(tmp_path / "huge.wav", 2**31 - 1)
+    with pytest.raises(ChimeError, match="chimes are at most 10 s"):
+        chimes.get("huge")
+
+
+@pytest.mark.parametrize(("fields", "reason"), [
+    ({"width": 1}, "is 8-bit; chimes must be 16-bit PCM"),
+    ({"width": 3}, "is 24-bit; chimes must be 16-bit PCM"),
+    ({"channels": 3}, "has 3 channels; chimes must be mono or stereo"),
+    ({"rate": 96000}, "is at 96000 Hz; chimes must be at 8000-48000 Hz"),
+    ({"rate": 4000}, "is at 4000 Hz"),
+    ({"frames": 0}, "holds no audio"),
+    ({"rate": 8000, "frames": 80_001}, "lasts 10.0 s; chimes are at most 10 s"),
+])
+def test_formats_the_agent_does_not_play(tmp_path: Path, chimes: Chimes,
+                                         fields: dict[str, int], reason: str) -> None:
+    write_wav(tmp_path / "bad.wav", **fields)
+    with pytest.raises(ChimeError, match=reason):
+        chimes.get("bad")
+    assert "bad" not in chimes.names()
+
+
+@pytest.mark.parametrize("data", [b"", b"RIFF", b"not a wav file at all" * 10,
+                                  b"RIFF\x10\x00\x00\x00WAVEfmt \x10\x00\x00\x00"])
+def test_garbage_is_not_a_wav(data: bytes) -> None:
+    with pytest.raises(ChimeError, match=r"^chime 'x' is not a WAV file the agent plays: "):
+        read_chime("x", data)
+
+
+def test_a_changed_file_is_read_again(tmp_path: Path, chimes: Chimes) -> None:
+    write_wav(tmp_path / "ding.wav", seed=1)
+    first = chimes.get("ding")
+    assert chimes.get("ding") is first  # cached while unchanged
+    replaced = tmp_path / "new.wav"
+    again = write_wav(replaced, seed=2, frames=100)
+    replaced.rename(tmp_path / "ding.wav")  # how a chime is replaced: atomically
+    assert chimes.get("ding").audio == again
+    (tmp_path / "ding.wav").write_bytes(b"broken")
+    with pytest.raises(ChimeError, match="not a WAV file"):
+        chimes.get("ding")
+
+
+def test_settings_take_plain_names_per_priority(tmp_path: Path) -> None:
+    settings = ChimeSettings(dir=tmp_path, by_priority={"urgent": "alert"})
+    assert settings.by_priority == {"urgent": "alert"}
+    for bad in ({"urgent": "../alert"}, {"critical": "alert"}, {"urgent": "a.wav"}):
+        with pytest.raises(ValidationError):
+            ChimeSettings(by_priority=bad)  # type: ignore[arg-type]
