@@ -1,13 +1,28 @@
-"""Text frontend: a staged pipeline from raw text to the phoneme ids a Piper voice takes.
+"""Text frontend: a staged pipeline from a request's text to the phoneme ids a Piper voice takes.
 
-Stages, each a plain function that tests can pin:
+The text comes as *pieces* (:data:`agent.text.document.Piece`): plain text, and
+:class:`~agent.text.document.Phonemes` given by the request (SSML ``<phoneme>``) or the lexicon.
+Stages, each a plain function or a small object that tests can pin:
 
-1. :func:`normalize_text` - NFC, control characters dropped, whitespace collapsed, length limit.
-2. :meth:`Frontend.clauses` - espeak-ng segmentation and IPA phonemes (memoised, LRU).
-3. :func:`group_sentences` - clauses to sentences; optionally long sentences split at clause
+1. :func:`normalize_text` / :func:`clean_text` - NFC, control characters dropped, whitespace
+   collapsed, length limit (adjacent text pieces are one text).
+2. The device lexicon (:class:`TextLexicon`, optional): words and phrases respelled, or split out
+   as given phonemes.
+3. The normalizer (:class:`TextNormalizer`, optional; skipped for ``verbatim`` text): numbers,
+   money, dates, abbreviations... in words.
+4. Symbols without a reading (emoji) dropped (:func:`agent.text.scripts.drop_symbols`), when
+   the frontend is told to.
+5. espeak-ng segmentation and IPA phonemes. Stages 2-5 are memoised together (LRU), keyed by
+   the text and :attr:`Frontend.text_key` (the normalizer's and lexicon's keys): a lexicon
+   swapped while the agent runs is never served from the entries of the old one.
+6. Given phonemes join the sentence they stand in (with word spaces around them), each IPA
+   symbol checked against the voice's id map (:func:`given_phonemes`).
+7. :func:`group_sentences` - clauses to sentences; optionally long sentences split at clause
    boundaries so streaming can start speaking the first clause early.
-4. :func:`phonemes_to_ids` - the voice's ``phoneme_id_map`` with BOS ``^``, PAD ``_`` after each
+8. :func:`phonemes_to_ids` - the voice's ``phoneme_id_map`` with BOS ``^``, PAD ``_`` after each
    phoneme and EOS ``$``; punctuation is kept because the voice uses it for prosody.
+
+With no lexicon, no normalizer and symbols kept, plain text gives exactly Piper's ids.
 """
 
 from __future__ import annotations
@@ -15,10 +30,13 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
+from typing import Protocol
 
+from agent.text.document import Phonemes, Piece
 from agent.text.espeak import Clause, EspeakPhonemizer
+from agent.text.scripts import drop_symbols
 
 __all__ = [
     "BOS",
@@ -27,6 +45,10 @@ __all__ = [
     "Frontend",
     "Sentence",
     "TextError",
+    "TextLexicon",
+    "TextNormalizer",
+    "clean_text",
+    "given_phonemes",
     "group_sentences",
     "normalize_text",
     "phonemes_to_ids",
@@ -35,6 +57,35 @@ __all__ = [
 BOS, EOS, PAD = "^", "$", "_"
 _SPACE_AFTER = frozenset(",:;")
 _WHITESPACE = re.compile(r"\s+")
+_MARKS = {".": (".", True), "?": ("?", True), "!": ("!", True), ",": (",", False),
+          ":": (":", False), ";": (";", False)}
+"""Punctuation that ends given phonemes' clause when the text after them starts with it."""
+MAX_EXPANSION = 8
+"""The normalizer may write a text out at most this many times its length (characters)."""
+
+
+class TextNormalizer(Protocol):
+    """Puts the spans of a text it understands in words (:mod:`agent.text.normalize`)."""
+
+    @property
+    def key(self) -> str:
+        """Changes whenever the output for some text could change."""
+        ...
+
+    def __call__(self, text: str) -> str: ...
+
+
+class TextLexicon(Protocol):
+    """The device lexicon (:mod:`agent.text.lexicon`): may be swapped while the agent runs."""
+
+    @property
+    def key(self) -> str:
+        """Changes whenever the lexicon does (the file's sha256)."""
+        ...
+
+    def rewrite(self, text: str) -> list[Piece]:
+        """``text`` with its words respelled, and words given as phonemes split out."""
+        ...
 
 
 class TextError(ValueError):
@@ -50,25 +101,43 @@ class Sentence:
     """Phonemes as fed to the id map: NFD code points, punctuation and spaces included."""
 
 
-def normalize_text(text: str, max_chars: int) -> str:
-    """NFC-normalise, drop control/format characters, collapse whitespace, enforce the limit.
-
-    Raises :class:`TextError` when nothing speakable is left or the text is too long.
-    """
-    if len(text) > max_chars * 4:  # refuse absurd input before doing any work on it
-        raise TextError(f"text is longer than {max_chars} characters")
+def clean_text(text: str) -> str:
+    """NFC-normalise, drop control/format characters and collapse whitespace (no limits)."""
     text = unicodedata.normalize("NFC", text)
     text = "".join(
         " " if ch.isspace() else ch
         for ch in text
         if ch.isspace() or unicodedata.category(ch) not in ("Cc", "Cf", "Cs", "Co", "Cn")
     )
-    text = _WHITESPACE.sub(" ", text).strip()
+    return _WHITESPACE.sub(" ", text).strip()
+
+
+def normalize_text(text: str, max_chars: int) -> str:
+    """:func:`clean_text`, then the limits.
+
+    Raises :class:`TextError` when nothing speakable is left or the text is too long.
+    """
+    if len(text) > max_chars * 4:  # refuse absurd input before doing any work on it
+        raise TextError(f"text is longer than {max_chars} characters")
+    text = clean_text(text)
     if not text:
         raise TextError("text is empty")
     if len(text) > max_chars:
         raise TextError(f"text is longer than {max_chars} characters ({len(text)})")
     return text
+
+
+def given_phonemes(piece: Phonemes, id_map: Mapping[str, Sequence[int]]) -> str:
+    """The IPA of ``piece`` as fed to the voice: NFD (like espeak-ng's output through
+    :func:`clause_phonemes`), whitespace collapsed to word spaces. Raises :class:`TextError`
+    naming a symbol the voice's id map lacks (given IPA is never silently skipped)."""
+    ipa = _WHITESPACE.sub(" ", unicodedata.normalize("NFD", piece.ipa)).strip()
+    for symbol in dict.fromkeys(ipa):
+        if symbol not in id_map:
+            name = unicodedata.name(symbol, "unnamed")
+            raise TextError(f"phoneme {symbol!r} (U+{ord(symbol):04X} {name}) in "
+                            f"{piece.text or piece.ipa!r} is not one this voice can say")
+    return ipa
 
 
 def clause_phonemes(clause: Clause) -> list[str]:
@@ -127,11 +196,54 @@ def phonemes_to_ids(phonemes: Sequence[str], id_map: Mapping[str, Sequence[int]]
     return ids
 
 
+@dataclass(frozen=True, slots=True)
+class _GivenClause(Clause):
+    """Phonemes given as they are (a request's IPA, the lexicon's): a clause of their own
+    until the sentence is put together."""
+
+
+def _leading_mark(text: str) -> tuple[str, tuple[str, bool] | None]:
+    """``text`` without the punctuation it starts with, and the clause end that punctuation
+    makes for the given phonemes before it (``. Next`` ends their sentence)."""
+    stripped = text.lstrip()
+    mark = _MARKS.get(stripped[:1])
+    if mark is None:
+        return text, None
+    return stripped.lstrip(".?!,:;"), mark
+
+
+def _merge(text: str | Sequence[Piece]) -> list[Piece]:
+    """The pieces with adjacent text pieces joined into one text (they are one stretch for
+    espeak-ng: sentences and clause marks come from the whole of it)."""
+    pieces: list[Piece] = []
+    for piece in (text,) if isinstance(text, str) else text:
+        if isinstance(piece, str) and pieces and isinstance(pieces[-1], str):
+            pieces[-1] += piece
+        else:
+            pieces.append(piece)
+    return pieces
+
+
+def _spaced(clauses: Sequence[Clause]) -> list[Clause]:
+    """Word spaces on each side of given phonemes within a sentence (espeak-ng's clauses of
+    plain text are joined as Piper joins them: unchanged)."""
+    out = list(clauses)
+    for index in range(len(out) - 1):
+        clause, following = out[index], out[index + 1]
+        if (isinstance(clause, _GivenClause) or isinstance(following, _GivenClause)) and \
+                not clause.end_of_sentence and not clause.terminator and \
+                not clause.phonemes.endswith(" "):
+            out[index] = replace(clause, phonemes=clause.phonemes + " ")
+    return out
+
+
 class Frontend:
     """Normalise, phonemize and map text for one voice's espeak language and id map.
 
     ``phonemizer`` is the espeak-ng wrapper to use (default: a new one for ``espeak_voice`` on
-    the library :mod:`agent.text.espeak` chooses). Methods may be called from any thread.
+    the library :mod:`agent.text.espeak` chooses). ``normalizer`` and ``lexicon`` are the
+    optional text stages (see the module); ``drop_symbols`` drops emoji and symbols without a
+    reading (``text.symbols = "drop"``). Methods may be called from any thread.
     """
 
     def __init__(
@@ -142,6 +254,9 @@ class Frontend:
         max_chars: int = 5000,
         cache_size: int = 1024,
         phonemizer: EspeakPhonemizer | None = None,
+        normalizer: TextNormalizer | None = None,
+        lexicon: TextLexicon | None = None,
+        drop_symbols: bool = False,
     ) -> None:
         for symbol in (BOS, EOS, PAD):
             if symbol not in id_map:
@@ -152,19 +267,89 @@ class Frontend:
             raise ValueError(f"phonemizer speaks {phonemizer.voice!r}, the voice needs"
                              f" {espeak_voice!r}")
         self._espeak = phonemizer or EspeakPhonemizer(espeak_voice)
+        self.normalizer = normalizer
+        self.lexicon = lexicon
+        self.drop_symbols = drop_symbols
         self._clauses = lru_cache(maxsize=cache_size)(self._clauses_uncached)
 
-    def _clauses_uncached(self, text: str) -> tuple[Clause, ...]:
-        return tuple(self._espeak.clauses(text))
+    @property
+    def text_key(self) -> str:
+        """What shapes the phonemes of a text besides the text, espeak-ng and the id map: the
+        normalizer's key, the lexicon's key (it changes when the lexicon is swapped) and the
+        symbols rule. Part of every cache key (this frontend's LRU, the phrase cache)."""
+        normalizer = self.normalizer.key if self.normalizer is not None else "-"
+        lexicon = self.lexicon.key if self.lexicon is not None else "-"
+        return f"normalizer={normalizer}|lexicon={lexicon}|symbols=" + (
+            "drop" if self.drop_symbols else "keep")
 
-    def clauses(self, normalized_text: str) -> tuple[Clause, ...]:
-        """espeak-ng clauses of already-normalised text (memoised)."""
-        return self._clauses(normalized_text)
+    def _clauses_uncached(self, text: str, verbatim: bool, key: str) -> tuple[Clause, ...]:
+        del key  # part of the cache key only
+        pieces = _merge(self.lexicon.rewrite(text)) if self.lexicon is not None else [text]
+        clauses: list[Clause] = []
+        for piece in pieces:
+            if isinstance(piece, Phonemes):
+                clauses.append(self._given(piece))
+            else:
+                rest = piece
+                if clauses and isinstance(clauses[-1], _GivenClause):
+                    rest = self._end_given(clauses, piece)
+                clauses.extend(self._text_clauses(rest, verbatim))
+        return tuple(clauses)
 
-    def sentences(self, text: str, max_clause_phonemes: int = 0) -> list[Sentence]:
-        """Raw text to sentences ready for :meth:`ids`. Raises :class:`TextError`."""
-        sentences = group_sentences(self.clauses(normalize_text(text, self.max_chars)),
-                                    max_clause_phonemes)
+    def _text_clauses(self, text: str, verbatim: bool) -> list[Clause]:
+        """Normaliser (unless ``verbatim``), symbols, espeak-ng: one text's clauses."""
+        if self.normalizer is not None and not verbatim:
+            text = self.normalizer(text)
+            if len(text) > MAX_EXPANSION * self.max_chars:
+                raise TextError(f"text is longer than {MAX_EXPANSION * self.max_chars} "
+                                "characters once numbers and symbols are in words")
+        if self.drop_symbols:
+            text = drop_symbols(text)
+        return self._espeak.clauses(text) if text.strip() else []
+
+    def _given(self, piece: Phonemes) -> _GivenClause:
+        return _GivenClause(piece.text or piece.ipa, given_phonemes(piece, self.id_map), "", False)
+
+    @staticmethod
+    def _end_given(clauses: list[Clause], text: str) -> str:
+        """Give the punctuation ``text`` starts with to the given phonemes just before it."""
+        text, mark = _leading_mark(text)
+        if mark is not None:
+            given = clauses[-1]
+            clauses[-1] = replace(given, text=given.text + mark[0], terminator=mark[0],
+                                  end_of_sentence=mark[1])
+        return text
+
+    def clauses(self, text: str, *, verbatim: bool = False) -> tuple[Clause, ...]:
+        """The clauses of one already-cleaned text through the text stages (lexicon,
+        normalizer, symbols) and espeak-ng (memoised)."""
+        return self._clauses(text, verbatim, self.text_key)
+
+    def sentences(self, text: str | Sequence[Piece], max_clause_phonemes: int = 0, *,
+                  verbatim: bool = False) -> list[Sentence]:
+        """A text, or pieces of text and given phonemes, to sentences ready for :meth:`ids`;
+        ``verbatim`` text is not normalised (already in words). Raises :class:`TextError`."""
+        pieces = _merge(text)
+        size = sum(len(p) if isinstance(p, str) else len(p.ipa) for p in pieces)
+        if size > self.max_chars * 4:  # refuse absurd input before doing any work on it
+            raise TextError(f"text is longer than {self.max_chars} characters")
+        cleaned = [clean_text(p) if isinstance(p, str) else p for p in pieces]
+        size = sum(len(p) if isinstance(p, str) else len(p.ipa) for p in cleaned)
+        if not size:
+            raise TextError("text is empty")
+        if size > self.max_chars:
+            raise TextError(f"text is longer than {self.max_chars} characters ({size})")
+        clauses: list[Clause] = []
+        for piece in cleaned:
+            if isinstance(piece, Phonemes):
+                clauses.append(self._given(piece))
+                continue
+            rest = piece
+            if clauses and isinstance(clauses[-1], _GivenClause):
+                rest = self._end_given(clauses, piece).strip()
+            if rest:
+                clauses.extend(self.clauses(rest, verbatim=verbatim))
+        sentences = group_sentences(_spaced(clauses), max_clause_phonemes)
         if not sentences:
             raise TextError("text has nothing to speak")
         return sentences

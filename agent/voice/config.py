@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,8 @@ __all__ = ["MAX_CONFIG_BYTES", "MAX_SAMPLE_RATE", "MIN_SAMPLE_RATE", "VoiceConfi
 MAX_CONFIG_BYTES = 1 << 20
 MIN_SAMPLE_RATE, MAX_SAMPLE_RATE = 8000, 48000
 """Sample rates a voice config may give (Hz): Piper's voices use 16000 and 22050."""
+_LANGUAGE = re.compile(r"^[A-Za-z]{2,3}(?:[_-][A-Za-z0-9]{1,8}){0,4}$")
+"""A language code (``en_US``, ``en-us``, ``cmn``, ``en-gb-x-rp``); anything else is ignored."""
 
 
 class VoiceLoadError(Exception):
@@ -35,6 +38,9 @@ class VoiceConfig:
     noise_w: float = 0.8
     num_speakers: int = 1
     speaker_id_map: Mapping[str, int] = field(default_factory=dict)
+    languages: tuple[str, ...] = ()
+    """The voice's languages: ``language.code`` (Piper's, e.g. ``en_US``), then
+    ``espeak.voice`` (e.g. ``en-us``); what :mod:`agent.text.scripts` judges text by."""
 
     @classmethod
     def from_file(cls, path: Path) -> VoiceConfig:
@@ -65,6 +71,7 @@ class VoiceConfig:
                 noise_w=float(inference.get("noise_w", 0.8)),
                 num_speakers=int(data.get("num_speakers", 1)),
                 speaker_id_map={str(k): int(v) for k, v in data.get("speaker_id_map", {}).items()},
+                languages=_languages(data),
             )
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise VoiceLoadError(f"{path}: not a usable Piper voice config: {exc!r}") from exc
@@ -93,3 +100,11 @@ class VoiceConfig:
                 raise VoiceLoadError(
                     f"{path}: phoneme {symbol!r} maps to id {max(ids)}, beyond the model's "
                     f"{symbols} symbols (ids 0..{symbols - 1})")
+
+
+def _languages(data: Mapping[str, object]) -> tuple[str, ...]:
+    """``language.code`` and ``espeak.voice`` of a config, where they look like language codes."""
+    language, espeak = data.get("language"), data.get("espeak")
+    codes = (language.get("code") if isinstance(language, Mapping) else None,
+             espeak.get("voice") if isinstance(espeak, Mapping) else None)
+    return tuple(dict.fromkeys(c for c in codes if isinstance(c, str) and _LANGUAGE.match(c)))

@@ -9,12 +9,29 @@ defaults are safe anywhere (fp32, one onnxruntime thread on the CPU, streaming o
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from agent.hardware.runtime import RuntimeOptions
+from agent.text.frontend import TextLexicon
 from agent.voice import streaming
 from agent.voice.bundle import DEFAULT_MAX_FILE_BYTES
 
-__all__ = ["VoiceOptions"]
+__all__ = ["TextLexicon", "TextOptions", "VoiceOptions"]
+
+
+@dataclass(frozen=True, slots=True)
+class TextOptions:
+    """How a voice reads text before espeak-ng (the ``[text]`` settings; docs/text.md)."""
+
+    normalize: bool = True
+    """Numbers, money, dates, abbreviations... in words (voices of a language that has a
+    normalizer: :meth:`agent.text.normalize.Normalizer.for_language`)."""
+    date_order: Literal["mdy", "dmy", "ymd"] = "mdy"
+    """How the normalizer reads a numeric date such as 3/12."""
+    drop_symbols: bool = True
+    """Drop emoji and symbols without a reading (False: espeak-ng names them)."""
+    lexicon: TextLexicon | None = None
+    """The device lexicon, shared by every voice (swapped in place when its file changes)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +46,8 @@ class VoiceOptions:
     """onnxruntime threads, pinning, providers and the optimised-model cache."""
     max_chars: int = 5000
     """Longest text one request may have (characters)."""
+    text: TextOptions = field(default_factory=TextOptions)
+    """The text stages before espeak-ng: normalizer, lexicon, symbols."""
     phoneme_cache_size: int = 1024
     """Phonemized sentences kept per voice (0 = no cache)."""
     sentence_silence_s: float = 0.0

@@ -23,7 +23,8 @@ import numpy as np
 
 from agent.audio.format import AudioChunk
 from agent.logs import get_logger
-from agent.text.frontend import Frontend, Sentence
+from agent.text.document import Piece
+from agent.text.frontend import Frontend, Sentence, TextNormalizer
 from agent.voice import streaming
 from agent.voice.bundle import (
     Bundle,
@@ -39,7 +40,8 @@ from agent.voice.options import VoiceOptions
 from agent.voice.sessions import VoiceSession, open_session
 from agent.voice.streaming import StreamGain, WindowPlan, peak_normalize
 
-__all__ = ["SynthesisParams", "Voice", "VoiceConfig", "VoiceLoadError", "model_feeds"]
+__all__ = ["SynthesisParams", "Voice", "VoiceConfig", "VoiceLoadError", "build_frontend",
+           "model_feeds"]
 
 log = get_logger(__name__)
 
@@ -60,6 +62,23 @@ def model_feeds(ids: Sequence[int], scales: tuple[float, float, float]) -> dict[
         "input_lengths": np.asarray([len(ids)], dtype=np.int64),
         "scales": np.asarray(scales, dtype=np.float32),
     }
+
+
+def build_frontend(config: VoiceConfig, options: VoiceOptions, *,
+                   cache_size: int | None = None) -> Frontend:
+    """The text frontend of a voice of ``config`` loaded with ``options``: its espeak-ng voice
+    and id map, and the text stages of ``options.text`` (the normalizer of the voice's
+    language, the lexicon, the symbols rule). ``tts-agent phonemize`` builds the same."""
+    text = options.text
+    normalizer: TextNormalizer | None = None
+    if text.normalize:
+        from agent.text.normalize import NormalizeOptions, Normalizer
+
+        language = config.languages[0] if config.languages else config.espeak_voice
+        normalizer = Normalizer.for_language(language, NormalizeOptions(date_order=text.date_order))
+    return Frontend(config.espeak_voice, config.phoneme_id_map, max_chars=options.max_chars,
+                    cache_size=options.phoneme_cache_size if cache_size is None else cache_size,
+                    normalizer=normalizer, lexicon=text.lexicon, drop_symbols=text.drop_symbols)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,8 +123,7 @@ class Voice:
         self.sample_rate = self.config.sample_rate
         self.sentence_silence_s = options.sentence_silence_s
         self.max_clause_phonemes = options.max_clause_phonemes
-        self.frontend = Frontend(self.config.espeak_voice, self.config.phoneme_id_map,
-                                 max_chars=options.max_chars, cache_size=options.phoneme_cache_size)
+        self.frontend = build_frontend(self.config, options)
         self.facts = ModelFacts(None, predicts_durations=False)
         """What the model's graph showed (:mod:`agent.voice.graph_scan`)."""
         self._model_source = model_source
@@ -293,17 +311,19 @@ class Voice:
             feeds["sid"] = np.asarray([speaker], dtype=np.int64)
         return feeds
 
-    def sentences(self, text: str) -> list[Sentence]:
-        """The frontend's sentences for ``text`` (raises ``TextError`` for unspeakable text)."""
-        return self.frontend.sentences(text, self.max_clause_phonemes)
+    def sentences(self, text: str | Sequence[Piece], *, verbatim: bool = False) -> list[Sentence]:
+        """The frontend's sentences for a text or pieces (text and given phonemes); raises
+        ``TextError`` for unspeakable text. ``verbatim`` text is not normalised."""
+        return self.frontend.sentences(text, self.max_clause_phonemes, verbatim=verbatim)
 
-    def synthesize(self, text: str, params: SynthesisParams | None = None) -> Iterator[AudioChunk]:
+    def synthesize(self, text: str | Sequence[Piece], params: SynthesisParams | None = None, *,
+                   verbatim: bool = False) -> Iterator[AudioChunk]:
         """16-bit mono chunks (one per sentence or decoder window), synthesized as the caller
         iterates.
 
         Text errors (empty, too long) are raised before the first chunk.
         """
-        return self.synthesize_sentences(self.sentences(text), params)
+        return self.synthesize_sentences(self.sentences(text, verbatim=verbatim), params)
 
     def synthesize_sentences(
         self, sentences: Sequence[Sentence], params: SynthesisParams | None = None

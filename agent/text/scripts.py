@@ -1,0 +1,154 @@
+"""Which writing systems a voice can read, and the symbols no voice should read aloud.
+
+espeak-ng reads any character it is given: for an English voice, Chinese text becomes "Chinese
+letter" once per character and an emoji its Unicode name ("party popper"). A request in a
+script its voice cannot say is refused instead, naming the script (:func:`unspeakable`), and
+emoji and other symbols without a reading are dropped (:func:`drop_symbols`), unless the
+``text.symbols`` setting leaves them to espeak-ng.
+
+A character's script is its Unicode Script property (the ``regex`` module's ``\\p{Script=...}``,
+from the Unicode Character Database), not a guess from its name. Characters of the ``Common``
+and ``Inherited`` scripts (digits, punctuation, spaces, combining marks) belong to every
+language. Every voice reads Latin (espeak-ng spells or switches to English for Latin words in
+any language); beyond that a voice reads the scripts of its language (:data:`LANGUAGE_SCRIPTS`,
+by the ISO 639 code before ``_`` or ``-`` of ``language.code`` and ``espeak.voice`` in its Piper
+config). A language the table does not know is not judged: every script passes.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Mapping, Sequence
+
+import regex
+
+__all__ = ["LANGUAGE_SCRIPTS", "SCRIPTS", "drop_symbols", "has_speech", "language_base",
+           "scripts_for", "scripts_of", "unspeakable", "unspeakable_reason"]
+
+SCRIPTS: tuple[str, ...] = (
+    "Latin", "Greek", "Cyrillic", "Armenian", "Georgian", "Hebrew", "Arabic", "Syriac", "Thaana",
+    "Devanagari", "Bengali", "Gurmukhi", "Gujarati", "Oriya", "Tamil", "Telugu", "Kannada",
+    "Malayalam", "Sinhala", "Thai", "Lao", "Tibetan", "Myanmar", "Khmer", "Ethiopic", "Mongolian",
+    "Hangul", "Hiragana", "Katakana", "Bopomofo", "Han", "Yi", "Cherokee", "Tifinagh",
+    "Canadian_Aboriginal", "Javanese", "Balinese", "Braille",
+)
+"""The scripts named in reasons; a character of any other script is "an unlisted script"."""
+
+_LATIN_LANGUAGES = (
+    "af", "az", "ca", "cs", "cy", "da", "de", "en", "eo", "es", "et", "eu", "fi", "fil", "fo",
+    "fr", "ga", "gd", "gl", "ha", "haw", "hr", "ht", "hu", "id", "is", "it", "jbo", "la", "lb",
+    "lt", "lv", "mi", "ms", "mt", "nb", "nl", "nn", "no", "oc", "pl", "pt", "qu", "ro", "sk", "sl",
+    "sq", "sv", "sw", "tk", "tn", "tr", "uz", "vi", "yo", "zu",
+)
+LANGUAGE_SCRIPTS: Mapping[str, frozenset[str]] = {
+    **{code: frozenset({"Latin"}) for code in _LATIN_LANGUAGES},
+    **{code: frozenset({"Latin", "Cyrillic"}) for code in (
+        "ru", "uk", "be", "bg", "mk", "sr", "kk", "ky", "mn", "tt", "ba", "cv", "tg")},
+    **{code: frozenset({"Latin", "Greek"}) for code in ("el", "grc")},
+    **{code: frozenset({"Latin", "Arabic"}) for code in ("ar", "fa", "ur", "ps", "sd", "ug", "ku")},
+    **{code: frozenset({"Latin", "Hebrew"}) for code in ("he", "yi")},
+    **{code: frozenset({"Latin", "Devanagari"}) for code in ("hi", "mr", "ne", "sa", "kok", "mai")},
+    **{code: frozenset({"Latin", "Bengali"}) for code in ("bn", "as", "bpy")},
+    "hy": frozenset({"Latin", "Armenian"}), "ka": frozenset({"Latin", "Georgian"}),
+    "pa": frozenset({"Latin", "Gurmukhi"}), "gu": frozenset({"Latin", "Gujarati"}),
+    "or": frozenset({"Latin", "Oriya"}), "ta": frozenset({"Latin", "Tamil"}),
+    "te": frozenset({"Latin", "Telugu"}), "kn": frozenset({"Latin", "Kannada"}),
+    "ml": frozenset({"Latin", "Malayalam"}), "si": frozenset({"Latin", "Sinhala"}),
+    "th": frozenset({"Latin", "Thai"}), "lo": frozenset({"Latin", "Lao"}),
+    "km": frozenset({"Latin", "Khmer"}), "my": frozenset({"Latin", "Myanmar"}),
+    "am": frozenset({"Latin", "Ethiopic"}), "ti": frozenset({"Latin", "Ethiopic"}),
+    "dv": frozenset({"Latin", "Thaana"}),
+    **{code: frozenset({"Latin", "Han", "Bopomofo"}) for code in (
+        "zh", "cmn", "yue", "hak", "wuu", "nan")},
+    "ja": frozenset({"Latin", "Han", "Hiragana", "Katakana"}),
+    "ko": frozenset({"Latin", "Hangul", "Han"}),
+}
+"""The scripts a language's voice reads, by ISO 639 code (Latin for all: see the module)."""
+
+_NEUTRAL = r"\p{Script=Common}\p{Script=Inherited}"
+_SCRIPT_PATTERNS = {name: regex.compile(rf"\p{{Script={name}}}") for name in SCRIPTS}
+_UNLISTED = "an unlisted"
+# Emoji and symbols without a reading: other symbols (So: pictographs, dingbats, ©, ✓),
+# emoji modifiers and the arrows (Sm, but named, not read: "rightwards arrow"); the variation
+# selectors, the keycap mark and the joiner that only dress an emoji (the digit of 1️⃣ stays).
+# The degree and numero signs and the ready-made temperature units are read, and stay.
+_SYMBOLS = regex.compile(
+    r"[\p{So}\p{Extended_Pictographic}\U0001F3FB-\U0001F3FF\u2190-\u21FF\u27F0-\u27FF"
+    r"\u2900-\u297F\u2B00-\u2BFF\uFE00-\uFE0F\u20E3\u200D\U000E0100-\U000E01EF"
+    r"--[°№℃℉]]", regex.V1)
+_SPEECH = regex.compile(r"[\p{L}\p{N}\p{Sc}\p{Sm}]")
+
+
+def language_base(code: str) -> str:
+    """The ISO 639 part of a language code: ``en_US`` -> ``en``, ``en-gb-x-rp`` -> ``en``."""
+    return code.replace("-", "_").split("_", 1)[0].strip().lower()
+
+
+def scripts_for(languages: Iterable[str]) -> frozenset[str] | None:
+    """The scripts a voice of ``languages`` reads; None when none of them is in the table (the
+    text is then not judged)."""
+    known = [LANGUAGE_SCRIPTS[b] for b in map(language_base, languages) if b in LANGUAGE_SCRIPTS]
+    return frozenset().union(*known) if known else None
+
+
+@functools.lru_cache(maxsize=64)
+def _outside(allowed: frozenset[str]) -> regex.Pattern[str]:
+    """A pattern matching a character of none of the ``allowed`` scripts (nor a neutral one)."""
+    inside = "".join(rf"\p{{Script={name}}}" for name in sorted(allowed))
+    return regex.compile(rf"[^{_NEUTRAL}{inside}]")
+
+
+def _script_name(char: str) -> str:
+    for name, pattern in _SCRIPT_PATTERNS.items():
+        if pattern.match(char):
+            return name
+    return _UNLISTED
+
+
+def scripts_of(text: str) -> list[str]:
+    """The scripts of ``text``'s characters (neutral ones left out), in order of first use."""
+    return unspeakable(text, frozenset())
+
+
+def unspeakable(text: str, allowed: frozenset[str] | None) -> list[str]:
+    """The scripts in ``text`` outside ``allowed`` (None: nothing is outside), in order of
+    first use; an empty list when the voice can read it all. Symbols :func:`drop_symbols`
+    drops do not count. Linear in the text (one scan, then the distinct characters found)."""
+    if allowed is None:
+        return []
+    found: dict[str, None] = {}
+    seen: set[str] = set()
+    pattern = _outside(allowed)
+    for match in pattern.finditer(text):
+        char = match.group()
+        if char in seen or _SYMBOLS.match(char):
+            continue
+        seen.add(char)
+        found.setdefault(_script_name(char), None)
+    return list(found)
+
+
+def drop_symbols(text: str) -> str:
+    """``text`` without emoji and other symbols that have no reading (see the module); a
+    dropped symbol between words leaves a space."""
+    if not _SYMBOLS.search(text):
+        return text
+    return " ".join(_SYMBOLS.sub(" ", text).split())
+
+
+def has_speech(text: str) -> bool:
+    """Whether ``text`` holds anything to say once its symbols are dropped: a letter, a digit,
+    or a currency or maths sign (which espeak-ng and the normalizer read)."""
+    return _SPEECH.search(drop_symbols(text)) is not None
+
+
+def unspeakable_reason(scripts: Sequence[str], voice: str, languages: Sequence[str],
+                       able: Sequence[str]) -> str:
+    """The one-line reason for text in ``scripts`` that ``voice`` (of ``languages``) cannot
+    say; ``able`` are the installed voices that can."""
+    named = " and ".join(f"{s} script" if s != _UNLISTED else "an unlisted script"
+                         for s in scripts) or "no script"
+    language = languages[0] if languages else "no language"
+    return (f"text is in {named}, which voice {voice} ({language}) cannot speak; installed voices "
+            f"that can: {', '.join(able) or 'none'}")
+
