@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Set up, test and run the edge TTS agent on Debian/Ubuntu/Raspberry Pi OS (x86_64, aarch64).
 #
-#   ./build.sh            set up: apt packages (as root), .venv/, the voice under models/ and
-#                         its start-up cache in .cache/tts-agent/ (tts-agent prepare)
+#   ./build.sh            set up: apt packages (as root), .venv/, the chimes in chimes/, the voice
+#                         under models/ and its start-up cache in .cache/tts-agent/ (prepare)
 #   ./build.sh test       run the test suite (sets up first)
 #   ./build.sh demo       the agent speaking a real sentence end to end (sets up first)
 #   ./build.sh voice      (re)lay out the voice bundle under models/ only
@@ -143,9 +143,14 @@ int8() {
   "$VENV/bin/tts-agent" quantize "$dir/$VOICE_NAME.onnx" "$dir" >/dev/null
 }
 
+chimes() {  # the chimes that ship with the agent, generated here (docs/chimes.md)
+  "$PY" "$ROOT/chimes/make_chimes.py" "$ROOT/chimes" >/dev/null
+}
+
 setup() {
   apt_packages
   venv
+  chimes
   voice
   int8
   prepare

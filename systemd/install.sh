@@ -6,7 +6,8 @@
 #   systemd/install.sh uninstall [OPTIONS]
 #
 # install:   apt runtime packages, a virtual environment under PREFIX with the agent and the
-#            voice package (pip), the voice laid out in /var/lib/tts-agent/models, the unit in
+#            voice package (pip), the voice laid out in /var/lib/tts-agent/models, the chimes
+#            generated in /var/lib/tts-agent/chimes, the unit in
 #            /etc/systemd/system, /etc/tts-agent/agent.toml (only if absent), an empty
 #            /etc/tts-agent/mqtt-password (only if absent) and the link to it that the unit's
 #            optional credential reads, /etc/credstore/tts-agent.mqtt-password; then
@@ -45,7 +46,7 @@ say() { printf '==> %s\n' "$*" >&2; }
 note() { printf '    %s\n' "$*" >&2; }
 die() { printf 'install.sh: error: %s\n' "$*" >&2; exit 1; }
 
-usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; }
 
 parse_args() {
   while [ $# -gt 0 ]; do
@@ -185,6 +186,14 @@ install_voice() {
   fi
 }
 
+install_chimes() {  # the chimes that ship with the agent (docs/chimes.md): generated, not downloaded
+  local chimes="$ROOT$STATE_DIR/chimes"
+  install -d -m 0755 "$chimes"
+  [ "$NO_PIP" -eq 1 ] && return 0
+  say "generating the chimes ding and alert in $STATE_DIR/chimes"
+  "$ROOT$VENV/bin/python" "$REPO/chimes/make_chimes.py" "$chimes" >/dev/null
+}
+
 install_files() {
   local unit_src="$SELF_DIR/$UNIT_NAME"
   say "installing the unit, the default configuration and the documentation"
@@ -314,6 +323,7 @@ cmd_install() {
   install_venv
   check_config
   install_voice
+  install_chimes
   prepare_cache
   relocate_venv
   enable_service

@@ -71,6 +71,7 @@ def test_install_lays_out_the_service_and_uninstall_leaves_nothing(tmp_path: Pat
     assert os.access(root / "opt/tts-agent/venv/bin/python", os.X_OK)
     assert (root / "opt/tts-agent/share/agent.toml.default").is_file()
     assert (root / "var/lib/tts-agent/models").is_dir()
+    assert (root / "var/lib/tts-agent/chimes").is_dir()
     if (ROOT / "README.md").exists():
         assert (root / "opt/tts-agent/share/doc/README.md").is_file()
         assert (root / "opt/tts-agent/share/doc/docs/operations.md").is_file()

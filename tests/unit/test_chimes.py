@@ -148,3 +148,21 @@ def test_settings_take_plain_names_per_priority(tmp_path: Path) -> None:
     for bad in ({"urgent": "../alert"}, {"critical": "alert"}, {"urgent": "a.wav"}):
         with pytest.raises(ValidationError):
             ChimeSettings(by_priority=bad)  # type: ignore[arg-type]
+
+
+def test_the_shipped_chimes_are_generated_the_same_and_play(tmp_path: Path) -> None:
+    import runpy
+
+    make = runpy.run_path(str(Path(__file__).parents[2] / "chimes" / "make_chimes.py"))
+    first = [p.read_bytes() for p in make["write"](tmp_path / "a")]
+    again = [p.read_bytes() for p in make["write"](tmp_path / "b")]
+    assert first == again  # the same bytes on every run
+    chimes = Chimes(tmp_path / "a")
+    assert chimes.names() == ["alert", "ding"]
+    for name in chimes.names():
+        samples = chimes.get(name).samples()[:, 0].astype(np.int32)
+        assert chimes.get(name).format == AudioFormat(44100, 2, 1)
+        assert 0.3 < len(samples) / 44100 <= 2.0  # short, before the speech
+        assert np.abs(samples).max() <= 16384  # -6 dBFS
+        assert abs(samples[0]) <= 1 and samples[-1] == 0  # faded in and out: no click
+        assert np.abs(samples[:44]).max() < 2000 and np.abs(samples[-44:]).max() < 200
