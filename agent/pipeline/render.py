@@ -90,6 +90,8 @@ class _SpeechPlan:
     params: SynthesisParams
     gain: float
     """Factor on the part's samples (its volume, limited so that part x request <= 1)."""
+    text_key: str
+    """The frontend's normalizer and lexicon keys, as they were before phonemizing."""
     trim_frames: int = 0
     """Sentence silence cut from the end of the part's last sentence (a pause follows)."""
 
@@ -195,23 +197,22 @@ def _plan_speech(part: Speech, main: Voice, voices: VoiceSource,
     if part.volume is not None:
         outer = 1.0 if request.volume is None else request.volume
         gain = part.volume if outer <= 0.0 else min(part.volume, 1.0 / outer)
-    return _SpeechPlan(voice, _sentences(voice, part), params, gain)
+    text_key = voice.frontend.text_key
+    return _SpeechPlan(voice, _sentences(voice, part), params, gain, text_key)
 
 
 def _sentences(voice: Voice, part: Speech) -> list[Sentence]:
-    """The part's sentences (raises ``TextError``)."""
-    # Until the frontend takes pieces, phonemes given as IPA are said by the words they stand for.
-    text = " ".join(p if isinstance(p, str) else p.text for p in part.pieces)
-    return voice.sentences(text)
+    """The part's sentences: its text and given phonemes (raises ``TextError``)."""
+    return voice.sentences(part.pieces, verbatim=part.verbatim)
 
 
 def _plan_key(plan: _Plan) -> list[Any]:
     """What of one part shapes the audio, JSON-able, for the utterance's cache key."""
     if isinstance(plan, _SpeechPlan):
         voice = plan.voice
-        text_key = str(getattr(voice.frontend, "text_key", ""))
         return ["speech", voice.name, voice.sha256, list(astuple(plan.params)), voice.chunking,
-                plan.gain, plan.trim_frames, text_key, phrase_inputs(voice, plan.sentences)]
+                plan.gain, plan.trim_frames, plan.text_key,
+                phrase_inputs(voice, plan.sentences)]
     if isinstance(plan, _SilencePlan):
         return ["pause", plan.frames, plan.rate]
     fmt = plan.chunk.format

@@ -201,6 +201,11 @@ def test_the_whole_utterance_is_one_cache_entry(voice: Voice, tmp_path: Path) ->
                           chimes=other_chimes).cached
 
 
-def test_phonemes_pieces_are_spoken(voice: Voice) -> None:
-    doc = Document((Speech(("Hello", Phonemes("wˈɜːld", text="world"))),))
-    assert pcm(render(doc, Voices(voice), request()).chunks)
+def test_given_phonemes_and_verbatim_text_reach_the_voice(voice: Voice) -> None:
+    given = Document((Speech(("Hello", Phonemes("bˈɑː", text="world"))),))
+    audio = pcm(render(given, Voices(voice), request()).chunks)
+    assert audio == pcm(voice.synthesize(["Hello", Phonemes("bˈɑː", text="world")], QUIET))
+    assert audio != pcm(voice.synthesize("Hello world", QUIET))
+    words = Document((Speech(("Room 12",), verbatim=True),))
+    assert pcm(render(words, Voices(voice), request()).chunks) == pcm(
+        voice.synthesize("Room 12", QUIET, verbatim=True))
