@@ -6,6 +6,8 @@
   settings they were built with). An unreadable or invalid file keeps the old settings.
 - The ``reload`` command (dispatch thread): re-check one voice or all of them, or switch a
   staged voice to another installed version.
+- Both read the device lexicon (``text.lexicon``) again when all voices are re-checked
+  (:class:`agent.library.lexicon.LexiconHolder`: a refused file keeps the lexicon in service).
 
 Voices are validated and swapped by :class:`agent.library.voices.VoiceLibrary`; this module
 only decides what to ask it and how the outcome reads.
@@ -16,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from agent.library.lexicon import holder_of
 from agent.library.voices import VoiceNotFound
 from agent.logs import configure_logging, get_logger
 from agent.mqtt.dispatch import ReloadError
@@ -25,7 +28,7 @@ if TYPE_CHECKING:
     from agent.mqtt.protocol import ReloadCommand
     from agent.settings import Settings
 
-__all__ = ["reload_command", "reload_settings", "voices_summary"]
+__all__ = ["lexicon_summary", "reload_command", "reload_settings", "voices_summary"]
 
 log = get_logger(__name__)
 
@@ -67,12 +70,23 @@ def voices_summary(results: Sequence[ReloadResult]) -> str:
                         or "none installed")
 
 
+def lexicon_summary(voices: VoiceLibrary) -> list[str]:
+    """Read the device lexicon again: ``["lexicon loaded"]`` (``unchanged``, or ``rejected:
+    why``); ``[]`` when no lexicon is set."""
+    holder = holder_of(voices)
+    if holder is None:
+        return []
+    outcome = holder.reload()
+    return [f"lexicon {outcome}" + (f": {holder.last_error}" if outcome == "rejected" else "")]
+
+
 def reload_command(voices: VoiceLibrary, command: ReloadCommand,
                    default_voice: str) -> list[str]:
     """Re-check the models directory now, or switch a staged voice to ``command.version``.
 
-    Returns the installed voice names; raises :class:`ReloadError` when the voice is not
-    installed or a voice was rejected.
+    Re-checking every voice reads the device lexicon again too. Returns the installed voice
+    names; raises :class:`ReloadError` when the voice is not installed, a voice was rejected
+    or the lexicon file was refused (the lexicon in service is kept).
     """
     if command.voice is not None and command.voice not in voices.names():
         raise ReloadError(f"no voice named {command.voice!r} is installed")
@@ -83,7 +97,9 @@ def reload_command(voices: VoiceLibrary, command: ReloadCommand,
             results = voices.reload(command.voice)
     except VoiceNotFound as exc:
         raise ReloadError(str(exc)) from exc
-    rejected = [r for r in results if r.outcome == "rejected"]
-    if rejected:
-        raise ReloadError("; ".join(f"{r.voice}: {r.reason}" for r in rejected))
+    problems = [f"{r.voice}: {r.reason}" for r in results if r.outcome == "rejected"]
+    if command.voice is None and command.version is None:
+        problems += [line for line in lexicon_summary(voices) if line.startswith("lexicon rej")]
+    if problems:
+        raise ReloadError("; ".join(problems))
     return voices.names()

@@ -55,7 +55,7 @@ from agent.pipeline.jobs import JobQueue
 from agent.pipeline.phrase_cache import open_phrase_cache
 from agent.pipeline.phrase_warm import PhraseWarmer
 from agent.pipeline.worker import SynthesisWorker
-from agent.reload import reload_command, reload_settings, voices_summary
+from agent.reload import lexicon_summary, reload_command, reload_settings, voices_summary
 from agent.service_addons import AddonSet
 from agent.service_health import add_sections, watch_workers
 from agent.service_status import ping_status, presence
@@ -259,6 +259,7 @@ class AgentService:
             self.settings, text = reload_settings(self.settings, load_settings)
             parts.append(text)
         parts.append(voices_summary(self.voices.reload()))
+        parts += lexicon_summary(self.voices)
         self.reporter.request()
         summary, snap = "reloaded: " + "; ".join(parts), self.health.snapshot()
         log.info("reload_finished", summary=summary, state=snap["state"])

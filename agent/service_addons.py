@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
+from agent.library.lexicon import build as lexicon_addon
 from agent.logs import get_logger
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ class Addon(Protocol):
 
 Factory = Callable[["AgentService"], "Addon | None"]
 
-FACTORIES: list[Factory] = []
+FACTORIES: list[Factory] = [lexicon_addon]
 """Every add-on's factory, in start order."""
 
 

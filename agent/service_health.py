@@ -3,7 +3,8 @@
 - :class:`~agent.health.snapshot.Health` gathers the snapshot: request counts and timings (fed by
   the :class:`~agent.mqtt.tracker.RequestTracker`), the workers' liveness, and the sections
   :func:`add_sections` registers (``voices``, ``audio``, ``mqtt``, ``queue``, ``hardware``,
-  ``phrase_cache``; their shapes are in :mod:`agent.health.report`).
+  ``phrase_cache``, and ``lexicon`` when one is set; their shapes are in
+  :mod:`agent.health.report`).
 - :class:`~agent.health.reporter.HealthReporter` publishes it retained on
   ``{prefix}/{device}/health`` (only while connected; a fresh one after every connect and
   every ``ping``) and keeps systemd's ``STATUS=`` line current.
@@ -124,6 +125,9 @@ def add_sections(health: Health, parts: ServiceParts) -> None:
     health.add_provider("hardware", partial(hardware_section, parts.profile, settings.profile,
                                             parts.profile_error))
     health.add_provider("phrase_cache", partial(phrase_cache_section, parts.phrase_cache))
+    lexicon_status = getattr(parts.voices.options.text.lexicon, "status", None)
+    if callable(lexicon_status):  # agent.library.lexicon.LexiconHolder (text.lexicon set)
+        health.add_provider("lexicon", lexicon_status)
 
 
 def watch_workers(liveness: Liveness, parts: ServiceParts) -> None:

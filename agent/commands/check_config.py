@@ -10,7 +10,10 @@ It is the unit's ``ExecStartPre=`` gate, so it checks what can be checked withou
   files this user can read; ``cache.dir`` (and the journal's and Prometheus files' directories)
   can be written or created;
 * the hardware profile resolves when one is named, and the PCM the agent will open resolves in
-  alsa-lib's configuration (:mod:`agent.audio.pcm_names`).
+  alsa-lib's configuration (:mod:`agent.audio.pcm_names`);
+* the device lexicon (``text.lexicon``), when set, is a file the agent can use: every entry
+  checked as at load (:mod:`agent.text.lexicon_file`; IPA against the default voice's id map),
+  one line per problem.
 
 Access is checked for the user this runs as. Under the unit, ``ExecStartPre=`` runs as the
 service's own user (``DynamicUser=``), so there it is the service's access; root reads every
@@ -22,7 +25,8 @@ instead of the JSON; ``--settings-only`` checks the settings alone (a staged ins
 paths are not in place yet). ``--gate`` (the unit's ``ExecStartPre=``) prints the default voice's
 problems as warnings and does not fail on them: the agent then starts, reports the refused voice
 to the fleet (``model_rejected``, health ``failing``) and loads it once its files are mended,
-which a device held in systemd's restart loop could not.
+which a device held in systemd's restart loop could not. A refused lexicon is a warning there
+too: the agent runs without it, reports it (health ``lexicon``) and loads it once it is fixed.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = ["VOICE_SETTINGS", "Check", "register", "run", "run_checks"]
 
-VOICE_SETTINGS = frozenset({"models.default_voice"})
+VOICE_SETTINGS = frozenset({"models.default_voice", "text.lexicon"})
 """Problems that ``--gate`` lets through: the agent reports them itself once it runs."""
 
 
@@ -111,7 +115,24 @@ def run_checks(settings: Settings) -> list[Check]:
     if settings.synthesis.profiles_dir is not None:
         checks.append(_readable_dir("synthesis.profiles_dir", settings.synthesis.profiles_dir))
     checks.append(_audio(settings, profile))
+    if settings.text.lexicon is not None:
+        checks += _lexicon(settings, settings.text.lexicon)
     return checks
+
+
+def _lexicon(settings: Settings, path: Path) -> list[Check]:
+    """The lexicon file as the agent would load it: one check per problem found."""
+    from agent.library.lexicon import voice_symbols
+    from agent.text.lexicon import LexiconError
+    from agent.text.lexicon_file import load_lexicon
+
+    known = voice_symbols(settings.models.dir, settings.models.default_voice)
+    try:
+        lexicon = load_lexicon(path, *known) if known else load_lexicon(path)
+    except LexiconError as exc:
+        return [Check("text.lexicon", f"{exc.source}: {problem}") for problem in exc.problems]
+    checked = f", IPA checked against {known[1]}" if known else ""
+    return [Check("text.lexicon", note=f"{path}: {len(lexicon)} entries{checked}")]
 
 
 def _mqtt_files(settings: Settings) -> list[Check]:

@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.library.watch import is_temporary
 from agent.logs import get_logger
 from agent.text.lexicon import Lexicon, LexiconError
 from agent.text.lexicon_file import parse_lexicon, read_lexicon_file
@@ -178,7 +177,7 @@ class LexiconWatcher:
                 if event.event_type in ("opened", "closed_no_write"):
                     return
                 paths = (str(event.src_path), str(getattr(event, "dest_path", "") or ""))
-                if any(p and Path(p).name == name and not is_temporary(p) for p in paths):
+                if any(p and Path(p).name == name for p in paths):  # not an editor's temp
                     watcher.notify()
 
         directory = self.holder.path.parent

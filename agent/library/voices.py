@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent.library.events import ReloadResult, model_event
 from agent.library.fingerprint import Fingerprint, fingerprint, manifest_version, sizes_pending
+from agent.library.lexicon import LexiconHolder
 from agent.library.options import voice_options
 from agent.library.requantize import Requantizer
 from agent.library.staging import (
@@ -103,9 +104,11 @@ class VoiceLibrary:
         """A library whose sessions use the effective hardware profile (threads, variant).
 
         ``profile`` is what :func:`agent.hardware.effective.profile_or_reason` resolved, or None
-        when there is none (then the library runs with one thread and fp32).
+        when there is none (then the library runs with one thread and fp32). Its voices share
+        the device lexicon of ``text.lexicon`` (:class:`agent.library.lexicon.LexiconHolder`).
         """
-        return cls(settings, voice_options(settings, profile), on_event=on_event)
+        lexicon = LexiconHolder.for_settings(settings)
+        return cls(settings, voice_options(settings, profile, lexicon=lexicon), on_event=on_event)
 
     # -- discovery ------------------------------------------------------------------------
 
