@@ -15,7 +15,22 @@ from __future__ import annotations
 
 import dataclasses
 
-from agent.text.normalize import clock, dates, money, numbers, phone, ranges, units, years
+from agent.text.normalize import (
+    abbreviations,
+    clock,
+    codes,
+    dates,
+    initialisms,
+    money,
+    numbers,
+    phone,
+    ranges,
+    roman,
+    symbols,
+    units,
+    web,
+    years,
+)
 from agent.text.normalize.options import DateOrder, NormalizeOptions, Pass
 
 __all__ = ["ORDER", "RULES_VERSION", "DateOrder", "NormalizeOptions", "Normalizer", "Pass"]
@@ -24,6 +39,11 @@ RULES_VERSION = "1"
 """Raised whenever a change to any pass can change an output (part of :attr:`Normalizer.key`)."""
 
 ORDER: tuple[Pass, ...] = (
+    initialisms.initialisms,
+    roman.roman_numerals,
+    web.web_addresses,
+    codes.codes,
+    abbreviations.abbreviations,
     money.money,
     clock.times,
     dates.dates,
@@ -37,6 +57,8 @@ ORDER: tuple[Pass, ...] = (
     numbers.ordinals,
     numbers.decimals,
     numbers.cardinals,
+    symbols.symbols,
+    symbols.pauses,
 )
 """The passes, in the order they run: each sees the text the ones before it left."""
 

@@ -1,0 +1,97 @@
+"""Roman numerals in names and titles: ``Henry VIII`` → "Henry the eighth", ``Chapter IV`` →
+"Chapter four", ``World War II`` → "World War two".
+
+Only a numeral in one of two places is read, every other capital word is left to the
+initialisms pass (``MIX``, ``CIVIL``, ``DC`` and the pronoun ``I`` are never numerals here):
+
+- after a **title word** (:data:`TITLE_WORDS`: chapter, part, volume, act, war, phase...; any
+  case): the number, ``I`` to ``CCCXCIX`` (1-399);
+- after a **name** (a capitalised word not in :data:`NOT_NAMES`: ``Henry``, ``Elizabeth``,
+  ``Paul``): the ordinal with "the", for ``II`` to ``XXXIX`` (2-39), and ``I`` only when a
+  royal title stands before the name (``Queen Elizabeth I``), since "Elizabeth I said" is more
+  often the pronoun.
+
+Numerals are canonical (``IIII`` and ``IC`` are not numerals) and built of I, V, X, L, C only.
+"""
+
+from __future__ import annotations
+
+import re
+
+from num2words import num2words
+
+from agent.text.normalize.letters import word_set
+from agent.text.normalize.options import NormalizeOptions
+
+__all__ = ["NOT_NAMES", "ROYAL", "TITLE_WORDS", "roman_numerals", "roman_value"]
+
+TITLE_WORDS = word_set("""
+    chapter chapters part parts volume vol book act scene section article title phase stage
+    round series episode season level class grade type mark mk war psalm canto appendix
+    annex schedule bowl apollo gemini tier""")
+"""A numeral after one of these (any case) is a number: ``Part II`` part two."""
+ROYAL = word_set("King Queen Pope Emperor Empress Tsar Czar Prince Princess Duke Duchess Kaiser"
+                  " Sultan Pharaoh Saint St")
+"""Before a name, they let ``I`` be a numeral: ``King George I`` King George the first."""
+NOT_NAMES = word_set("""
+    The A An And Or But In On At To For Of By From With As Is Are Was Were Be I We You He She
+    It They This That These Those My Your Our Their His Her Its If So Not No Yes Please Then
+    Gate Platform Seat Room Row Terminal Track Exit Level Floor Bay Stand Zone Door Line Route
+    Bus Car Coach Carriage Counter Desk Belt Carousel Flight Train Bed Ward Berth Pier Dock
+    Lane Aisle Box Unit Suite Block Wing Size Vitamin Type Grade Class Model Version""")
+"""Capitalised words after which a numeral-looking word is not a regnal number."""
+
+_NUMERAL = re.compile(r"C{0,3}(?:XC|XL|L?X{0,3})(?:IX|IV|V?I{0,3})")
+_VALUES = {"I": 1, "V": 5, "X": 10, "L": 50, "C": 100}
+_CANDIDATE = re.compile(r"(?<![\w.'-])([A-Za-z]{1,20})(\.?)( {1,3})([IVXLC]{1,9})(?![\w-])")
+_WORD_BEFORE = re.compile(r"([A-Za-z]{1,20})\.? {1,3}$")
+
+
+def roman_value(word: str) -> int | None:
+    """The value of a canonical Roman numeral of I, V, X, L, C (``XIV`` 14), else None."""
+    if not word or len(word) > 9 or not _NUMERAL.fullmatch(word):
+        return None
+    total = 0
+    for index, char in enumerate(word):
+        value = _VALUES[char]
+        following = _VALUES[word[index + 1]] if index + 1 < len(word) else 0
+        total += -value if value < following else value
+    return total
+
+
+def _words(number: int, *, ordinal: bool = False) -> str:
+    said = num2words(number, lang="en", to="ordinal" if ordinal else "cardinal")
+    return str(said).replace("-", " ").replace(",", "")
+
+
+def _reading(text: str, match: re.Match[str]) -> str | None:
+    before, dot, numeral = match.group(1), match.group(2), match.group(4)
+    value = roman_value(numeral)
+    if value is None:
+        return None
+    if before.lower() in TITLE_WORDS:
+        return _words(value)
+    if dot or not (before[0].isupper() and before[1:].islower()) or before in NOT_NAMES:
+        return None
+    if not 1 <= value <= 39:
+        return None
+    if value == 1:
+        title = _WORD_BEFORE.search(text, max(0, match.start() - 25), match.start())
+        if title is None or title.group(1) not in ROYAL:
+            return None
+    return "the " + _words(value, ordinal=True)
+
+
+def roman_numerals(text: str, options: NormalizeOptions) -> str:
+    """Roman numerals after title words and names, in words (rules in the module docstring)."""
+    del options
+    if not any(c in "IVXLC" for c in text):
+        return text
+
+    def replace(match: re.Match[str]) -> str:
+        said = _reading(text, match)
+        if said is None:
+            return match.group(0)
+        return match.group(1) + match.group(2) + match.group(3) + said
+
+    return _CANDIDATE.sub(replace, text)
