@@ -22,8 +22,13 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import regex
 
-__all__ = ["LANGUAGE_SCRIPTS", "SCRIPTS", "drop_symbols", "has_speech", "language_base",
-           "scripts_for", "scripts_of", "unspeakable", "unspeakable_reason"]
+from agent.text.document import Document, Phonemes, Speech
+
+__all__ = ["LANGUAGE_SCRIPTS", "NOTHING_TO_SPEAK", "SCRIPTS", "drop_symbols", "has_speech",
+           "language_base", "scripts_for", "scripts_of", "speech_problem", "unspeakable",
+           "unspeakable_reason"]
+
+NOTHING_TO_SPEAK = "text has nothing to speak"
 
 SCRIPTS: tuple[str, ...] = (
     "Latin", "Greek", "Cyrillic", "Armenian", "Georgian", "Hebrew", "Arabic", "Syriac", "Thaana",
@@ -152,3 +157,26 @@ def unspeakable_reason(scripts: Sequence[str], voice: str, languages: Sequence[s
     return (f"text is in {named}, which voice {voice} ({language}) cannot speak; installed voices "
             f"that can: {', '.join(able) or 'none'}")
 
+
+def speech_problem(document: Document, voice: str, languages: Mapping[str, Sequence[str]], *,
+                   drop_symbols: bool = True) -> str | None:
+    """Why ``document`` cannot be spoken, in one line, or None when it can: text in a script
+    its voice cannot say (each speech part judged by the voice it names, else ``voice``; the
+    reason names the installed voices of ``languages`` that could say it), or, with
+    ``drop_symbols``, nothing to say once emoji and symbols are dropped (no letter, digit or
+    sign in any part, no given phonemes, pause or sound)."""
+    something = False
+    for part in document:
+        if not isinstance(part, Speech):
+            something = True
+            continue
+        name = part.voice or voice
+        text = " ".join(p for p in part.pieces if isinstance(p, str))
+        scripts = unspeakable(text, scripts_for(languages.get(name, ())))
+        if scripts:
+            able = [other for other, codes in sorted(languages.items())
+                    if not unspeakable(text, scripts_for(codes))]
+            return unspeakable_reason(scripts, name, languages.get(name, ()), able)
+        something = something or not drop_symbols or has_speech(text) or any(
+            isinstance(p, Phonemes) for p in part.pieces)
+    return None if something else NOTHING_TO_SPEAK
