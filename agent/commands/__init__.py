@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from agent.settings import Settings
+    from agent.text.document import Document
     from agent.voice.voice import SynthesisParams
 
 __all__ = [
@@ -171,6 +172,25 @@ def read_text(text: str | None) -> str:
     if len(data) > MAX_STDIN_BYTES:
         raise UsageError(f"standard input is larger than {MAX_STDIN_BYTES} bytes")
     return data.decode("utf-8", errors="replace")
+
+
+def add_ssml_argument(parser: argparse.ArgumentParser) -> None:
+    """``--ssml``: the text is SSML (it is anyway when it starts with ``<speak``)."""
+    parser.add_argument("--ssml", action="store_true",
+                        help="the text is SSML (default: when it starts with <speak)")
+
+
+def text_document(text: str, ssml: bool, settings: Settings) -> Document | None:
+    """The SSML document of ``text`` (``--ssml``, or it starts with ``<speak``), or None for
+    plain text; invalid or unsupported markup is a :class:`UsageError` with the reason."""
+    from agent.text.ssml import SsmlError, looks_like_ssml, parse_ssml
+
+    if not (ssml or looks_like_ssml(text)):
+        return None
+    try:
+        return parse_ssml(text, max_chars=settings.synthesis.max_text_chars)
+    except SsmlError as exc:
+        raise UsageError(str(exc)) from exc
 
 
 def checked_text(text: str | None, settings: Settings) -> str:

@@ -24,12 +24,14 @@ from agent.commands import (
     CommandError,
     UsageError,
     add_config_argument,
+    add_ssml_argument,
     add_synthesis_arguments,
     bounded,
     checked_speaker,
     checked_text,
     settings_from_args,
     synthesis_params,
+    text_document,
 )
 
 if TYPE_CHECKING:
@@ -53,6 +55,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("text", nargs="?", help="text to speak (omit or '-' to read stdin)")
     parser.add_argument("--device", help="ALSA PCM to play on (default: audio.device)")
     parser.add_argument("--volume", type=float, help="volume of this utterance, 0.0-1.0")
+    add_ssml_argument(parser)
     add_synthesis_arguments(parser)
     parser.set_defaults(handler=run)
 
@@ -80,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
 
     settings = settings_from_args(args, quiet="error")
     text = checked_text(args.text, settings)
+    document = text_document(text, args.ssml, settings)
     volume = bounded(args.volume, "--volume", 0.0, 1.0)
     params = synthesis_params(args)
     profile, _ = profile_or_reason(settings)  # None: plain settings and library defaults
@@ -93,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from exc
     checked_speaker(params.speaker_id, voice.name, voice.config.num_speakers)
     outcome = _speak(audio, voices, SpeakRequest(text, voice=voice.name, volume=volume,
-                                                 params=params))
+                                                 params=params, document=document))
     if not outcome.played:  # refused before playback (the text): the reason alone
         raise CommandError(outcome.reason or f"request {outcome.kind}")
     if outcome.kind != "finished":

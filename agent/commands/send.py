@@ -38,6 +38,7 @@ from agent.commands.send_wait import NO_ANSWER, await_final, succeeded
 
 if TYPE_CHECKING:
     from agent.mqtt.client import InboundMessage, MqttClient
+    from agent.mqtt.protocol import SpeakCommand
     from agent.mqtt.topics import Topic, TopicFilter
     from agent.settings import MqttSettings
 
@@ -120,6 +121,8 @@ def register(subparsers: Any) -> None:
     speak.add_argument("--priority", choices=["low", "normal", "high", "urgent"])
     speak.add_argument("--volume", type=float, help="this request's volume 0.0-1.0")
     speak.add_argument("--speed", type=float, help="speaking rate, 1.0 = the voice's own")
+    speak.add_argument("--ssml", action="store_true",
+                       help="the text is SSML (default: when it starts with <speak)")
     speak.add_argument("--expires-in", type=float, dest="expires_in_s",
                        help="drop it if not started within this many seconds")
     stop = command("stop", "stop the current utterance")
@@ -137,7 +140,7 @@ def register(subparsers: Any) -> None:
 
 
 _FIELDS = {
-    "speak": ("text", "voice", "priority", "volume", "speed", "expires_in_s"),
+    "speak": ("text", "voice", "priority", "volume", "speed", "ssml", "expires_in_s"),
     "stop": ("clear_queue",),
     "volume": ("volume",),
     "reload": ("voice", "version"),
@@ -149,7 +152,7 @@ def build_payload(args: argparse.Namespace) -> tuple[str, bytes]:
     """The request id and the validated JSON payload of the command in ``args``."""
     from pydantic import ValidationError
 
-    from agent.mqtt.protocol import COMMANDS, new_request_id
+    from agent.mqtt.protocol import COMMANDS, SpeakCommand, new_request_id
 
     name: str = args.send_command
     request_id = args.request_id or new_request_id()
@@ -163,7 +166,21 @@ def build_payload(args: argparse.Namespace) -> tuple[str, bytes]:
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         raise CommandError(f"invalid {name} command: {problems}", status=USAGE) from exc
+    if isinstance(command, SpeakCommand):
+        _check_ssml(command)
     return request_id, command.model_dump_json(exclude_none=True).encode("utf-8")
+
+
+def _check_ssml(command: SpeakCommand) -> None:
+    """Refuse SSML the agent would reject (its voices and chimes are checked there)."""
+    from agent.text.ssml import SsmlError, looks_like_ssml, parse_ssml
+
+    ssml = command.ssml if command.ssml is not None else looks_like_ssml(command.text)
+    if ssml:
+        try:
+            parse_ssml(command.text, max_chars=len(command.text))
+        except SsmlError as exc:
+            raise CommandError(f"invalid speak command: {exc}", status=USAGE) from exc
 
 
 def _seconds(value: float, option: str, high: float) -> float:

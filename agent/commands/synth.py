@@ -15,12 +15,14 @@ from agent.commands import (
     CommandError,
     UsageError,
     add_config_argument,
+    add_ssml_argument,
     add_synthesis_arguments,
     checked_speaker,
     checked_text,
     read_text,
     settings_from_args,
     synthesis_params,
+    text_document,
 )
 
 if TYPE_CHECKING:
@@ -36,6 +38,7 @@ def register(subparsers: Any) -> None:
     add_config_argument(synth)
     synth.add_argument("--text", help="text to speak (default: read standard input)")
     synth.add_argument("--out", type=Path, required=True, help="WAV file to write ('-' = stdout)")
+    add_ssml_argument(synth)
     add_synthesis_arguments(synth)
     synth.set_defaults(handler=run_synth)
 
@@ -77,10 +80,11 @@ def run_synth(args: argparse.Namespace) -> int:
 
     settings = settings_from_args(args)
     text = checked_text(args.text, settings)
+    document = text_document(text, args.ssml, settings)
     params = synthesis_params(args)
     voice, library = _voice(settings, args.voice)
     checked_speaker(params.speaker_id, voice.name, voice.config.num_speakers)
-    request = SpeakRequest(text, voice=voice.name, params=params)
+    request = SpeakRequest(text, voice=voice.name, params=params, document=document)
     try:
         rendered = render(request_document(request), library, request)
         first = next(rendered.chunks)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, Protocol
 
 from agent.audio.item import parse_priority
@@ -32,6 +32,8 @@ from agent.mqtt.protocol import (
 )
 from agent.mqtt.tracker import OpenRefused, RequestTracker
 from agent.pipeline.jobs import JobQueue, SpeakJob, SpeakRequest
+from agent.text.document import Document
+from agent.text.ssml import SsmlError, looks_like_ssml, parse_ssml
 
 __all__ = ["Controls", "Dispatcher", "ReloadError", "speak_deadline", "speak_request"]
 
@@ -67,11 +69,24 @@ def speak_deadline(command: SpeakCommand, request: Request) -> float | None:
     return min(candidates) if candidates else None
 
 
-def speak_request(command: SpeakCommand) -> SpeakRequest:
-    """The pipeline's view of a validated ``speak`` command (the pipeline knows no MQTT)."""
+def speak_document(command: SpeakCommand,
+                   sounds: Collection[str] | None = None) -> Document | None:
+    """The SSML document of a ``speak`` (``ssml`` true, or unset and the text starts with
+    ``<speak``), or None for plain text. Raises :class:`~agent.text.ssml.SsmlError`."""
+    ssml = command.ssml if command.ssml is not None else looks_like_ssml(command.text)
+    if not ssml:
+        return None
+    return parse_ssml(command.text, max_chars=len(command.text), sounds=sounds)
+
+
+def speak_request(command: SpeakCommand, *,
+                  sounds: Collection[str] | None = None) -> SpeakRequest:
+    """The pipeline's view of a validated ``speak`` command (the pipeline knows no MQTT).
+
+    SSML is parsed here (the caller's thread): raises :class:`~agent.text.ssml.SsmlError`."""
     return SpeakRequest(text=command.text, voice=command.voice,
                         priority=parse_priority(command.priority), volume=command.volume,
-                        speed=command.speed)
+                        speed=command.speed, document=speak_document(command, sounds))
 
 
 class Dispatcher:
@@ -91,6 +106,7 @@ class Dispatcher:
         on_volume: Callable[[float], None] | None = None,
         on_ping: Callable[[], None] | None = None,
         progress_interval_s: float | None = None,
+        chime_names: Callable[[], Collection[str]] | None = None,
     ) -> None:
         self.requests = requests
         self.jobs = jobs
@@ -106,6 +122,8 @@ class Dispatcher:
         health reporter)."""
         self.progress_interval_s = progress_interval_s
         """Quiet time after which an open speak request gets ``progress``; None: never."""
+        self.chime_names = chime_names
+        """The chimes a request may name (``chime``, SSML ``<audio src>``); None: unchecked."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.steps = 0
@@ -190,9 +208,19 @@ class Dispatcher:
     def _speak(self, request: Request, command: SpeakCommand) -> None:
         voice = command.voice or self.default_voice
         installed = self.voice_names()
-        if voice not in installed:
+        try:
+            speak = speak_request(command, sounds=None if self.chime_names is None
+                                  else self.chime_names())
+        except SsmlError as exc:
+            self._done(request, "rejected", reason=str(exc))
+            return
+        named = set() if speak.document is None else speak.document.voices()
+        unknown = [v for v in (voice, *sorted(v for v in named if v)) if v not in installed]
+        if unknown:
             have = ", ".join(installed) or "none"
-            self._done(request, "rejected", reason=f"unknown voice {voice!r} (installed: {have})")
+            where = "" if unknown[0] == voice else " in <voice name>"
+            self._done(request, "rejected",
+                       reason=f"unknown voice {unknown[0]!r}{where} (installed: {have})")
             return
         deadline = speak_deadline(command, request)
         if deadline is not None and time.monotonic() >= deadline:
@@ -202,7 +230,7 @@ class Dispatcher:
             self._done(request, "rejected",
                        reason=f"busy: {self.jobs.maxsize} speak requests already queued")
             return
-        job = SpeakJob(request.id, speak_request(command), deadline)
+        job = SpeakJob(request.id, speak, deadline)
         pending = self.tracker.pending()
         try:  # the request journal may refuse it (full, or it cannot be written)
             opened = self.tracker.open(request.id, request.name, reply=request.reply,

@@ -244,6 +244,10 @@ class RequestJournal:
                 speak = {"text": request.text, "voice": request.voice,
                          "priority": _NAMES[request.priority], "volume": request.volume,
                          "speed": request.speed}
+                if request.document is not None:  # SSML: parsed again when replayed
+                    speak["ssml"] = True
+                if request.chime is not None:  # the chime chosen at intake
+                    speak["chime"] = request.chime
         entry = JournalEntry(request_id, command, accepted_at, deadline, reply, hermes, speak,
                              replays)
         record = entry.record()

@@ -94,7 +94,8 @@ class JournalEntry:
     reply: ReplyRoute | None
     hermes: HermesOrigin | None
     speak: dict[str, Any] | None
-    """``text``, ``voice``, ``priority``, ``volume``, ``speed`` (replay on only)."""
+    """``text``, ``voice``, ``priority``, ``volume``, ``speed``, ``ssml`` (true for an SSML
+    request; absent otherwise) (replay on only)."""
     replays: int = 0
     """How often it was queued again after a restart."""
     begun: bool = False

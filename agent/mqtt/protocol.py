@@ -113,6 +113,11 @@ class SpeakCommand(_Command):
         default=None, ge=0.25, le=4.0,
         description="Speaking rate relative to the voice default (2.0 = twice as fast).",
     )
+    ssml: bool | None = Field(
+        default=None, description="true: `text` is SSML (a `<speak>` document, see docs/text.md); "
+        "false: plain text even if it starts with `<speak`; unset: SSML when it starts with "
+        "`<speak` (after whitespace). Invalid or unsupported markup is `rejected`.",
+    )
     expires_in_s: float | None = Field(
         default=None, gt=0.0, le=86_400.0,
         description="Drop the request if it has not started playing this long after receipt (s).",
