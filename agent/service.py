@@ -33,6 +33,7 @@ from agent.health.liveness import Liveness, Watchdog
 from agent.health.reporter import HealthReporter
 from agent.health.sdnotify import Notifier
 from agent.health.snapshot import Health, summary_line
+from agent.library.languages import SpeechCheck
 from agent.library.voices import VoiceLibrary, VoiceNotFound
 from agent.library.watch import ModelWatcher
 from agent.logs import get_logger
@@ -191,6 +192,7 @@ class AgentService:
             status=self.ping_status, reload=self._reload,
             on_volume=self._set_volume, on_ping=self._on_ping,
             progress_interval_s=mqtt.progress_interval_s,
+            speakable=SpeechCheck.for_settings(settings),
         )
 
     # -- lifecycle (main thread) ----------------------------------------------------------

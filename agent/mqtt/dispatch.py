@@ -32,7 +32,7 @@ from agent.mqtt.protocol import (
 )
 from agent.mqtt.tracker import OpenRefused, RequestTracker
 from agent.pipeline.jobs import JobQueue, SpeakJob, SpeakRequest
-from agent.text.document import Document
+from agent.text.document import Document, plain
 from agent.text.ssml import SsmlError, looks_like_ssml, parse_ssml
 
 __all__ = ["Controls", "Dispatcher", "ReloadError", "speak_deadline", "speak_request"]
@@ -107,6 +107,7 @@ class Dispatcher:
         on_ping: Callable[[], None] | None = None,
         progress_interval_s: float | None = None,
         chime_names: Callable[[], Collection[str]] | None = None,
+        speakable: Callable[[Document, str], str | None] | None = None,
     ) -> None:
         self.requests = requests
         self.jobs = jobs
@@ -124,6 +125,9 @@ class Dispatcher:
         """Quiet time after which an open speak request gets ``progress``; None: never."""
         self.chime_names = chime_names
         """The chimes a request may name (``chime``, SSML ``<audio src>``); None: unchecked."""
+        self.speakable = speakable
+        """Why a document cannot be said by its voices (``(document, voice) -> reason``: a
+        script they cannot speak, nothing to speak), or None; None: unchecked."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.steps = 0
@@ -221,6 +225,11 @@ class Dispatcher:
             where = "" if unknown[0] == voice else " in <voice name>"
             self._done(request, "rejected",
                        reason=f"unknown voice {unknown[0]!r}{where} (installed: {have})")
+            return
+        problem = None if self.speakable is None else self.speakable(
+            speak.document or plain(speak.text), voice)
+        if problem is not None:
+            self._done(request, "rejected", reason=problem)
             return
         deadline = speak_deadline(command, request)
         if deadline is not None and time.monotonic() >= deadline:
