@@ -44,6 +44,7 @@ ORDER: tuple[Pass, ...] = (
     web.web_addresses,
     codes.codes,
     abbreviations.abbreviations,
+    symbols.pauses,
     money.money,
     clock.times,
     dates.dates,
@@ -58,7 +59,6 @@ ORDER: tuple[Pass, ...] = (
     numbers.decimals,
     numbers.cardinals,
     symbols.symbols,
-    symbols.pauses,
 )
 """The passes, in the order they run: each sees the text the ones before it left."""
 

@@ -109,10 +109,11 @@ def _reading(word: str, suffix: str, all_caps: bool) -> str:
 def initialisms(text: str, options: NormalizeOptions) -> str:
     """Words in capitals spelled or said (the rule in the module's docstring)."""
     del options
+    if "&" in text:
+        text = _AMPERSAND.sub(lambda m: f"{spell(m[1])} and {spell(m[2])}", text)
     if not _TWO_CAPS.search(text):
         return text
     all_caps = not _LOWER.search(text) and len(_CAPS.findall(text)) >= 2
-    text = _AMPERSAND.sub(lambda m: f"{spell(m[1])} and {spell(m[2])}", text)
 
     def replace(match: re.Match[str]) -> str:
         word, suffix = match.group(1), match.group(2)

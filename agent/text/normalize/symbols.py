@@ -8,15 +8,19 @@ of", ``N/A`` "not applicable". Run after the numbers and addresses, so ``50 km/h
 
 :func:`pauses`: an ellipsis (``...``, ``…``) or a dash between words (`` - ``, ``–``, ``—``,
 ``--``, spaced or, for the long dashes, not) becomes a comma, the clause mark espeak-ng needs to
-pause there (``Gate B12... boarding now``: without one the two words run together). A hyphen
-inside a word (``check-in``) stays; an ellipsis at the start or end of the text is left as it
-is (the end of the text is a pause already).
+pause there (``Gate B12... boarding now``: without one the two words run together); between
+two days or months it is "to" (``Mon–Fri``, ``June - August``). A hyphen
+inside a word (``check-in``) stays, and so does a dash between two numbers (``10 - 4``,
+``10–15``: ranges and scores, which the numbers read); an ellipsis at the start or end of the
+text is left as it is (the end of the text is a pause already). It runs before the numbers,
+which would otherwise have made words of the digits around a dash.
 """
 
 from __future__ import annotations
 
 import re
 
+from agent.text.normalize.letters import word_set
 from agent.text.normalize.options import NormalizeOptions
 
 __all__ = ["pauses", "symbols"]
@@ -31,6 +35,13 @@ _ELLIPSIS = re.compile(r"(?<=[\w)\"'\u201d\u2019%]) ?(?:\.\.\.|…)[.…]* ?(?=[
 _AFTER_MARK = re.compile(r"(?<=[,;:!?]) ?(?:\.\.\.|…)[.…]* ?(?=[\w(\"'\u201c\u2018])")
 _DASH = re.compile(r"(?<=[\w)\"'\u201d\u2019%]) (?:-{1,3}|[–—]) (?=[\w(\"'\u201c\u2018])"
                    r"|(?<=[A-Za-z])(?:--|[–—])(?=[A-Za-z])")
+
+_LAST_WORD = re.compile(r"[A-Za-z]+\.?$")
+_FIRST_WORD = re.compile(r"[A-Za-z]+")
+_DAYS_MONTHS = word_set("""
+    mon tue tues wed thu thur thurs fri sat sun monday tuesday wednesday thursday friday
+    saturday sunday jan feb mar apr jun jul aug sep sept oct nov dec january february march
+    april may june july august september october november december""")
 
 
 def _symbol(text: str, match: re.Match[str]) -> str:
@@ -56,5 +67,19 @@ def pauses(text: str, options: NormalizeOptions) -> str:
         text = _AFTER_MARK.sub(" ", text)
         text = _ELLIPSIS.sub(", ", text)
     if any(c in text for c in "-–—"):
-        text = _DASH.sub(", ", text)
+        text = _DASH.sub(lambda m: _dash(text, m), text)
     return text
+
+
+def _dash(text: str, match: re.Match[str]) -> str:
+    """A comma; "to" between two days or months (``Mon–Fri``); the dash as it was between two
+    numbers (``10 - 4``, ``9 – 5``: the numbers' ranges, scores and sums)."""
+    start, end = match.start(), match.end()
+    if start and end < len(text) and text[start - 1].isdigit() and text[end].isdigit():
+        return match.group(0)
+    before = _LAST_WORD.search(text, max(0, start - 12), start)
+    after = _FIRST_WORD.match(text, end)
+    if before and after and before.group(0).lower() in _DAYS_MONTHS and (
+            after.group(0).lower() in _DAYS_MONTHS):
+        return " to "
+    return ", "
