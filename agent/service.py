@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from agent import __version__
+from agent.audio.chimes import Chimes
 from agent.audio.player import AudioPlayer
 from agent.hardware.effective import profile_or_reason
 from agent.health.liveness import Liveness, Watchdog
@@ -181,17 +182,19 @@ class AgentService:
         self.warmer = (PhraseWarmer(self.phrase_cache, settings.cache.warm_phrases)
                        if self.phrase_cache is not None else None)
         self.jobs = JobQueue(mqtt.intake_queue)
+        chimes = Chimes(settings.chimes.dir, settings.chimes.by_priority)
         self.worker = SynthesisWorker(self.jobs, self.voices, self.player, self.tracker,
                                       item_buffer_s=settings.audio.item_buffer_s,
                                       phrase_cache=self.phrase_cache,
                                       on_thread_start=self._pin_synthesis_thread,
-                                      buffering=settings.audio.buffering)
+                                      buffering=settings.audio.buffering, chimes=chimes)
         self.dispatcher = Dispatcher(
             self.requests, self.jobs, self.tracker, self.player,
             voice_names=self.voices.names, default_voice=settings.models.default_voice,
             status=self.ping_status, reload=self._reload,
             on_volume=self._set_volume, on_ping=self._on_ping,
             progress_interval_s=mqtt.progress_interval_s,
+            chime_names=chimes.names, chime_default=chimes.default_for,
             speakable=SpeechCheck.for_settings(settings),
         )
 

@@ -12,12 +12,14 @@ that have been quiet for ``progress_interval_s`` (:meth:`RequestTracker.heartbea
 
 from __future__ import annotations
 
+import dataclasses
 import queue
 import threading
 import time
 from collections.abc import Callable, Collection
 from typing import Any, Protocol
 
+from agent.audio.chimes import ChimeError
 from agent.audio.item import parse_priority
 from agent.logs import bind_request, get_logger
 from agent.mqtt.intake import Request
@@ -86,7 +88,8 @@ def speak_request(command: SpeakCommand, *,
     SSML is parsed here (the caller's thread): raises :class:`~agent.text.ssml.SsmlError`."""
     return SpeakRequest(text=command.text, voice=command.voice,
                         priority=parse_priority(command.priority), volume=command.volume,
-                        speed=command.speed, document=speak_document(command, sounds))
+                        speed=command.speed, document=speak_document(command, sounds),
+                        chime=command.chime or None)
 
 
 class Dispatcher:
@@ -107,6 +110,7 @@ class Dispatcher:
         on_ping: Callable[[], None] | None = None,
         progress_interval_s: float | None = None,
         chime_names: Callable[[], Collection[str]] | None = None,
+        chime_default: Callable[[str], str | None] | None = None,
         speakable: Callable[[Document, str], str | None] | None = None,
     ) -> None:
         self.requests = requests
@@ -125,6 +129,8 @@ class Dispatcher:
         """Quiet time after which an open speak request gets ``progress``; None: never."""
         self.chime_names = chime_names
         """The chimes a request may name (``chime``, SSML ``<audio src>``); None: unchecked."""
+        self.chime_default = chime_default
+        """The chime of a priority level (``chimes.by_priority``), or None."""
         self.speakable = speakable
         """Why a document cannot be said by its voices (``(document, voice) -> reason``: a
         script they cannot speak, nothing to speak), or None; None: unchecked."""
@@ -215,7 +221,8 @@ class Dispatcher:
         try:
             speak = speak_request(command, sounds=None if self.chime_names is None
                                   else self.chime_names())
-        except SsmlError as exc:
+            speak = dataclasses.replace(speak, chime=self._chime(command))
+        except (SsmlError, ChimeError) as exc:
             self._done(request, "rejected", reason=str(exc))
             return
         named = set() if speak.document is None else speak.document.voices()
@@ -252,3 +259,20 @@ class Dispatcher:
             self._done(request, "rejected", reason=f"id {request.id!r} is already in progress")
             return
         self.jobs.put(job)
+
+    def _chime(self, command: SpeakCommand) -> str | None:
+        """The chime a speak plays first: its own, else its priority's default (``""``:
+        none). Raises :class:`ChimeError` for a chime that is not there."""
+        if command.chime == "":
+            return None
+        available = None if self.chime_names is None else self.chime_names()
+        if command.chime is not None:
+            if available is not None and command.chime not in available:
+                have = ", ".join(sorted(available)) or "none"
+                raise ChimeError(f"unknown chime {command.chime!r} (available: {have})")
+            return command.chime
+        default = None if self.chime_default is None else self.chime_default(command.priority)
+        if default is not None and available is not None and default not in available:
+            log.warning("default_chime_missing", chime=default, priority=command.priority)
+            return None
+        return default

@@ -113,6 +113,12 @@ class SpeakCommand(_Command):
         default=None, ge=0.25, le=4.0,
         description="Speaking rate relative to the voice default (2.0 = twice as fast).",
     )
+    chime: str | None = Field(
+        default=None, max_length=64, pattern=r"^$|^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$",
+        description="A chime from the chimes directory played right before the speech, as one "
+        "utterance (docs/chimes.md); unset: the priority's default chime (`chimes.by_priority`), "
+        "if any; \"\": no chime. An unknown chime is `rejected`.",
+    )
     ssml: bool | None = Field(
         default=None, description="true: `text` is SSML (a `<speak>` document, see docs/text.md); "
         "false: plain text even if it starts with `<speak`; unset: SSML when it starts with "

@@ -3,7 +3,7 @@
 ``555-0123`` "five five five, oh one two three"; ``(415) 555-0123`` "four one five, five five
 five, oh one two three"; ``+1 415 555 0123`` "plus one, four one five, ..."; zero is "oh", as
 US announcers say it. Found by shape: a North American number (three, three and four digits,
-with an optional ``+1``, brackets, spaces, dots or hyphens), a seven-digit ``555-0123``, an
+with an optional ``+1`` or ``1-``, brackets, spaces, dots or hyphens), a seven-digit ``555-0123``, an
 international ``+`` number of separated groups, or any digits right after ``call``, ``dial``,
 ``phone``, ``tel``, ``text``, ``fax`` (``Dial 911``). ``100-2000`` after ``from``,
 ``between``, ``pages``, ``rooms``... is a range, not a number to call.
@@ -18,7 +18,7 @@ from agent.text.normalize.options import NormalizeOptions
 
 __all__ = ["phones"]
 
-_NANP = re.compile(r"(?<![\w+(-])(?P<country>\+1[\s.-]?)?(?:\((?P<area1>\d{3})\)\s?|"
+_NANP = re.compile(r"(?<![\w+(-])(?P<country>\+?1[\s.-]|\+1)?(?:\((?P<area1>\d{3})\)\s?|"
                    r"(?P<area2>\d{3})[\s.-])(?P<exchange>\d{3})[\s.-](?P<line>\d{4})(?![\w-]|\.\d)")
 _LOCAL = re.compile(r"(?<![\w.,:/+-])(?P<exchange>\d{3})-(?P<line>\d{4})(?![\w-]|[.,]\d)")
 _INTERNATIONAL = re.compile(r"(?<![\w+])\+(?P<groups>\d{1,3}(?:[ .-]\d{1,4}){1,5})(?![\w]|[.-]\d)")
@@ -43,7 +43,8 @@ def _groups(*groups: str) -> str:
 
 def _nanp(m: re.Match[str]) -> str:
     said = _groups(m["area1"] or m["area2"], m["exchange"], m["line"])
-    return f"plus one, {said}" if m["country"] else said
+    country = m["country"] or ""
+    return f"{'plus ' if country.startswith('+') else ''}one, {said}" if country else said
 
 
 def phones(text: str, options: NormalizeOptions) -> str:

@@ -1,0 +1,91 @@
+"""The announcement test set (#16): the normalizer's readings checked by their phonemes.
+
+Each row of ``bench/corpus/announcements.tsv`` is normalized by ``agent.text.normalize`` and
+phonemized by the real espeak-ng (``en-us``), and so are its expected readings; the row is read
+right when the phonemes equal one reading's, with clause breaks and marks, stress marks and word
+spaces left out (the comparison is ``bench/text_accuracy.py``'s, documented there). At least
+95 % must be read right; every miss is listed. ``docs/text.md`` shows the share from
+``bench/results/text_accuracy.json``, and both must match what the code reads now.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from agent.text.espeak import EspeakPhonemizer
+from agent.text.normalize import NormalizeOptions, Normalizer
+from tests.support import REPO
+
+TARGET = 0.95
+MIN_ROWS = 150
+CATEGORIES = {"cardinal", "decimal", "ordinal", "currency", "time", "date", "year", "range",
+              "score", "fraction", "percent", "temperature", "unit", "phone", "code",
+              "abbreviation", "initialism", "acronym", "roman", "symbol", "url_email"}
+"""Every category #16 lists."""
+
+
+@pytest.fixture(scope="module")
+def accuracy() -> Iterator[ModuleType]:
+    mp = pytest.MonkeyPatch()
+    mp.syspath_prepend(str(REPO / "bench"))
+    import text_accuracy  # noqa: PLC0415  (a bench script, importable with bench/ on the path)
+
+    yield text_accuracy
+    mp.undo()
+
+
+@pytest.fixture(scope="module")
+def outcomes(accuracy: ModuleType) -> list[Any]:
+    espeak = EspeakPhonemizer("en-us")
+    result: list[Any] = accuracy.score(accuracy.read_corpus(), Normalizer(NormalizeOptions()),
+                                       espeak.clauses)
+    return result
+
+
+def test_the_test_set_covers_every_category(accuracy: ModuleType) -> None:
+    rows = accuracy.read_corpus()
+    assert len(rows) >= MIN_ROWS
+    assert {row.category for row in rows} >= CATEGORIES
+    assert len({row.text for row in rows}) == len(rows), "an input appears twice"
+
+
+def test_announcements_are_read_right(outcomes: list[Any]) -> None:
+    misses = [o for o in outcomes if not o.right]
+    share = 1 - len(misses) / len(outcomes)
+    listing = "\n".join(f"{o.row.category}: {o.row.text!r} -> {o.normalized!r} "
+                        f"[{o.phonemes}] expected one of {list(o.row.readings)}"
+                        for o in misses)
+    assert share >= TARGET, f"{share:.1%} read right, under {TARGET:.0%}; misses:\n{listing}"
+
+
+def test_the_comparison_tells_readings_apart(accuracy: ModuleType) -> None:
+    espeak = EspeakPhonemizer("en-us")
+
+    def same(a: str, b: str) -> bool:
+        return bool(accuracy.phonemes_of(espeak.clauses, a)
+                    == accuracy.phonemes_of(espeak.clauses, accuracy.for_espeak(b)))
+
+    assert same("five five five, oh one two three", "five five five oh one two three")
+    assert same("thirty-four", "thirty four")
+    assert same("the ATM", "the A T M")
+    assert not same("nine thirty a m", "nine thirty A M")  # the article is not the letter
+    assert not same("dollar twelve point five zero", "twelve dollars and fifty cents")
+    assert not same("twelve", "twenty")
+
+
+def test_the_results_and_the_page_are_what_the_code_reads_now(accuracy: ModuleType,
+                                                              outcomes: list[Any]) -> None:
+    path = REPO / "bench" / "results" / "text_accuracy.json"
+    document = json.loads(path.read_text(encoding="utf-8"))
+    recorded = {(r["input"], r["right"]) for r in document["raw"]["rows"]}
+    now = {(o.row.text, o.right) for o in outcomes}
+    assert recorded == now, ("bench/results/text_accuracy.json is stale: run "
+                             ".venv/bin/python bench/text_accuracy.py")
+    page = (REPO / "docs" / "text.md").read_text(encoding="utf-8")
+    assert accuracy.rewrite_page(page, document) == page, (
+        "docs/text.md's accuracy block is stale: run .venv/bin/python bench/text_accuracy.py")
