@@ -24,7 +24,6 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from results import ROOT, Figures, add_json_option, write_result
@@ -131,8 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     compileall.compile_dir(str(ROOT / "agent"), quiet=1)
     runs: dict[str, list[dict[str, Any]]] = {kind: [] for kind in ("daemon", "bare")}
     for _ in range(args.runs):  # interleaved, so load drifts hit both alike
-        for kind in runs:
-            runs[kind].append(fresh(kind))
+        for kind, results in runs.items():
+            results.append(fresh(kind))
     sentences = per_sentence(args.repeats)
     write_result("normalizer_cost", record(runs, sentences), args)
     return 0

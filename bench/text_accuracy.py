@@ -115,11 +115,12 @@ def block(document: dict[str, Any]) -> str:
     """The generated part of docs/text.md, from the results file alone."""
     raw = document["raw"]
     right, total = raw["categories"]["overall"]
+    commit = (document["versions"]["agent"]["commit"] or "")[:12]
     lines = [BEGIN, "",
              f"On the test set (`bench/corpus/announcements.tsv`, {total} announcements), the "
              f"normalizer reads **{right} of {total} ({100 * right / total:.1f} %)** right, "
              "checked by their phonemes on the real espeak-ng "
-             f"(run {document['date'][:10]}, commit `{(document['versions']['agent']['commit'] or '')[:12]}`):",
+             f"(run {document['date'][:10]}, commit `{commit}`):",
              "", "| category | read right | rows |", "|---|---|---|"]
     for category, (good, rows) in raw["categories"].items():
         if category != "overall":

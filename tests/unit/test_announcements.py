@@ -33,7 +33,7 @@ CATEGORIES = {"cardinal", "decimal", "ordinal", "currency", "time", "date", "yea
 def accuracy() -> Iterator[ModuleType]:
     mp = pytest.MonkeyPatch()
     mp.syspath_prepend(str(REPO / "bench"))
-    import text_accuracy  # noqa: PLC0415  (a bench script, importable with bench/ on the path)
+    import text_accuracy
 
     yield text_accuracy
     mp.undo()

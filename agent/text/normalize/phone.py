@@ -3,10 +3,10 @@
 ``555-0123`` "five five five, oh one two three"; ``(415) 555-0123`` "four one five, five five
 five, oh one two three"; ``+1 415 555 0123`` "plus one, four one five, ..."; zero is "oh", as
 US announcers say it. Found by shape: a North American number (three, three and four digits,
-with an optional ``+1`` or ``1-``, brackets, spaces, dots or hyphens), a seven-digit ``555-0123``, an
-international ``+`` number of separated groups, or any digits right after ``call``, ``dial``,
-``phone``, ``tel``, ``text``, ``fax`` (``Dial 911``). ``100-2000`` after ``from``,
-``between``, ``pages``, ``rooms``... is a range, not a number to call.
+with an optional ``+1`` or ``1-``, brackets, spaces, dots or hyphens), a seven-digit
+``555-0123``, an international ``+`` number of separated groups, or any digits right after
+``call``, ``dial``, ``phone``, ``tel``, ``text``, ``fax`` (``Dial 911``). ``100-2000`` after
+``from``, ``between``, ``pages``, ``rooms``... is a range, not a number to call.
 """
 
 from __future__ import annotations
