@@ -7,9 +7,11 @@ The letters are spelled and the number is read in pairs (:func:`letters.announce
 - a flight: two capital letters (or a letter and a digit), a space, one to four digits:
   ``UA 1234``, ``BA 287`` "b eh two eighty seven", ``U2 815``; two letters that are a word
   (``AT 5``, ``NO 7``) are not a flight;
-- after a code word (:data:`CODE_WORDS`: gate, platform, track, seat, room, flight, bus...), a
-  number of three or more digits is a code too: ``Flight 1234`` "twelve thirty four", ``Room
-  101`` "one oh one"; a shorter one is left for the numbers (``Platform 9`` "nine");
+- after a code word, a number of three or four digits is a code too: ``Flight 1234`` "twelve
+  thirty four", ``Room 101`` "one oh one"; a shorter one is left for the numbers (``Platform
+  9`` "nine"). The code words are :data:`CODE_WORDS` (gate, platform, track, room, flight,
+  bus..., in any case) and :data:`CAPITALISED_CODE_WORDS` (``Seat``, ``Row``, ``Exit``,
+  ``Level``..., only with a capital: "we seat 1500 guests" is a number);
 - ``#`` before a number is "number": ``Room #3`` "Room number three", ``#1`` "number one".
 
 Not codes: lower-case letters after digits (``5km``, ``3pm``, ``1st``: units, times,
