@@ -33,11 +33,13 @@ from agent.commands import (
     synthesis_params,
     text_document,
 )
+from agent.commands.chimes import add_chime_argument, checked_chime
 
 if TYPE_CHECKING:
     from agent.audio.item import EventKind, PlaybackEvent
     from agent.hardware.effective import EffectiveProfile
     from agent.pipeline.jobs import SpeakRequest
+    from agent.pipeline.render import ChimeSource
     from agent.pipeline.worker import VoiceSource, WorkerOutcome
     from agent.settings import AudioSettings, Settings
 
@@ -56,6 +58,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--device", help="ALSA PCM to play on (default: audio.device)")
     parser.add_argument("--volume", type=float, help="volume of this utterance, 0.0-1.0")
     add_ssml_argument(parser)
+    add_chime_argument(parser)
     add_synthesis_arguments(parser)
     parser.set_defaults(handler=run)
 
@@ -84,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args, quiet="error")
     text = checked_text(args.text, settings)
     document = text_document(text, args.ssml, settings)
+    chimes, chime = checked_chime(args.chime, settings)
     volume = bounded(args.volume, "--volume", 0.0, 1.0)
     params = synthesis_params(args)
     profile, _ = profile_or_reason(settings)  # None: plain settings and library defaults
@@ -97,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from exc
     checked_speaker(params.speaker_id, voice.name, voice.config.num_speakers)
     outcome = _speak(audio, voices, SpeakRequest(text, voice=voice.name, volume=volume,
-                                                 params=params, document=document))
+                                                 params=params, document=document,
+                                                 chime=chime), chimes)
     if not outcome.played:  # refused before playback (the text): the reason alone
         raise CommandError(outcome.reason or f"request {outcome.kind}")
     if outcome.kind != "finished":
@@ -155,7 +160,8 @@ class _Outcome:
         return True
 
 
-def _speak(audio: AudioSettings, voices: VoiceSource, request: SpeakRequest) -> _Final:
+def _speak(audio: AudioSettings, voices: VoiceSource, request: SpeakRequest,
+           chimes: ChimeSource | None = None) -> _Final:
     """Queue the request for the synthesis worker while the player plays it; returns its
     final event."""
     from agent.audio.player import AudioPlayer
@@ -166,7 +172,7 @@ def _speak(audio: AudioSettings, voices: VoiceSource, request: SpeakRequest) -> 
     player = AudioPlayer(audio, outcome.on_playback)
     jobs = JobQueue(1)
     worker = SynthesisWorker(jobs, voices, player, outcome, item_buffer_s=audio.item_buffer_s,
-                             buffering=audio.buffering)
+                             buffering=audio.buffering, chimes=chimes)
     player.start()
     worker.start()
     try:

@@ -121,6 +121,9 @@ def register(subparsers: Any) -> None:
     speak.add_argument("--priority", choices=["low", "normal", "high", "urgent"])
     speak.add_argument("--volume", type=float, help="this request's volume 0.0-1.0")
     speak.add_argument("--speed", type=float, help="speaking rate, 1.0 = the voice's own")
+    speak.add_argument("--chime", metavar="NAME",
+                       help="play the device's chime NAME right before the speech; '' = none "
+                            "(default: the device's chime for the priority, if any)")
     speak.add_argument("--ssml", action="store_true",
                        help="the text is SSML (default: when it starts with <speak)")
     speak.add_argument("--expires-in", type=float, dest="expires_in_s",
@@ -140,7 +143,7 @@ def register(subparsers: Any) -> None:
 
 
 _FIELDS = {
-    "speak": ("text", "voice", "priority", "volume", "speed", "ssml", "expires_in_s"),
+    "speak": ("text", "voice", "priority", "volume", "speed", "chime", "ssml", "expires_in_s"),
     "stop": ("clear_queue",),
     "volume": ("volume",),
     "reload": ("voice", "version"),

@@ -24,6 +24,7 @@ from agent.commands import (
     synthesis_params,
     text_document,
 )
+from agent.commands.chimes import add_chime_argument, checked_chime
 
 if TYPE_CHECKING:
     from agent.audio.format import AudioChunk, AudioFormat
@@ -39,6 +40,7 @@ def register(subparsers: Any) -> None:
     synth.add_argument("--text", help="text to speak (default: read standard input)")
     synth.add_argument("--out", type=Path, required=True, help="WAV file to write ('-' = stdout)")
     add_ssml_argument(synth)
+    add_chime_argument(synth)
     add_synthesis_arguments(synth)
     synth.set_defaults(handler=run_synth)
 
@@ -81,12 +83,14 @@ def run_synth(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     text = checked_text(args.text, settings)
     document = text_document(text, args.ssml, settings)
+    chimes, chime = checked_chime(args.chime, settings)
     params = synthesis_params(args)
     voice, library = _voice(settings, args.voice)
     checked_speaker(params.speaker_id, voice.name, voice.config.num_speakers)
-    request = SpeakRequest(text, voice=voice.name, params=params, document=document)
+    request = SpeakRequest(text, voice=voice.name, params=params, document=document,
+                           chime=chime)
     try:
-        rendered = render(request_document(request), library, request)
+        rendered = render(request_document(request), library, request, chimes=chimes)
         first = next(rendered.chunks)
     except VoiceLoadError as exc:  # another voice the text names cannot be loaded
         raise CommandError(str(exc)) from exc

@@ -1,13 +1,16 @@
 """Chimes before announcements, end to end: the agent over a real Mosquitto, real synthesis (tiny
 voice), real alsa-lib into an ALSA file PCM. The chime and the speech are one utterance: the
 played audio starts with the chime's samples (resampled from the chime's 44.1 kHz to the
-device's, the voice's 16 kHz), the speech follows without a gap, the phrase cache replays both, a stop during
-the chime ends the request with nothing of the speech played, and an unknown chime is
-rejected before anything plays."""
+device's, the voice's 16 kHz), the speech follows without a gap, the phrase cache replays both,
+a stop during the chime ends the request with nothing of the speech played, and an unknown
+chime is rejected before anything plays. ``say``, ``synth`` and ``send`` take ``--chime``."""
 
 from __future__ import annotations
 
+import json
 import runpy
+import subprocess
+import sys
 import wave
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -22,7 +25,7 @@ from agent.mqtt.topics import Namespace
 from agent.service import AgentService
 from agent.settings import ChimeSettings, Settings
 from tests.support.alsa_sink import AlsaConfig, FifoSink, read_samples, trim_silence
-from tests.support.broker import Broker, Recorder, agent_settings, running_agent
+from tests.support.broker import Broker, Recorder, agent_env, agent_settings, running_agent
 
 pytestmark = [pytest.mark.broker, pytest.mark.alsa]
 
@@ -200,3 +203,45 @@ def test_a_stop_during_the_chime_interrupts_the_utterance_before_the_speech(
     chime = on_device([chime_chunk(chimes_dir, "long")], rate)
     assert 0 < len(played) < len(chime)  # cut inside the chime
     assert np.array_equal(played, chime[:len(played)])  # and nothing but the chime played
+
+
+def tts(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "agent", *args], capture_output=True,
+                          text=True, env=env, timeout=120, check=False)
+
+
+def test_synth_and_say_play_the_chime_first(
+        mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Path, chimes_dir: Path,
+        speaker: Path) -> None:
+    settings = settings_for(mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent", chimes_dir,
+                            "spk")
+    env = agent_env(settings)  # the test's ALSA configuration comes along (ALSA_CONFIG_PATH)
+    quiet = ["--noise-scale", "0", "--noise-w", "0"]
+    wav_path = tmp_path / "out.wav"
+    made = tts("synth", "--text", "Doors closing.", "--chime", "ding", "--out", str(wav_path),
+               *quiet, env=env)
+    assert made.returncode == 0 and made.stderr == "", made.stderr
+    with wave.open(str(wav_path)) as wav:
+        rate = wav.getframerate()
+        written = np.frombuffer(wav.readframes(wav.getnframes()), dtype="<i2")
+    chime = on_device([chime_chunk(chimes_dir, "ding")], rate)
+    assert rate == 16000 and np.array_equal(written[:len(chime)], chime)
+    assert np.any(written[len(chime):])  # the speech after it
+    said = tts("say", "Doors closing.", "--chime", "ding", *quiet, env=env)
+    assert said.returncode == 0, said.stderr
+    played, _, _ = trim_silence(read_samples(speaker)[:, 0])
+    expected, _, _ = trim_silence(written)
+    assert np.array_equal(played[played != 0], expected[expected != 0])
+    refused = tts("synth", "--text", "Hi.", "--chime", "gong", "--out", str(wav_path), env=env)
+    assert refused.returncode == 2
+    assert refused.stderr.strip().splitlines() == [
+        "tts-agent synth: error: --chime: unknown chime 'gong' (available: alert, ding, long)"]
+
+
+def test_send_speak_with_a_chime(agent: AgentService, controller: Recorder) -> None:
+    sent = tts("send", "--device", "t1", "speak", "Mind the gap.", "--chime", "alert",
+               "--id", "sent-1", "--wait", env=agent_env(agent.settings))
+    assert sent.returncode == 0, sent.stderr
+    assert json.loads(sent.stdout.splitlines()[-1])["event"] == "finished"
+    [utterance] = cached_utterances(agent)
+    assert utterance[0].format.rate == 44100  # the chime came first
