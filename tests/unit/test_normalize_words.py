@@ -91,6 +91,7 @@ def test_web_addresses(text: str, said: str) -> None:
     ("Room 101, please", "Room one oh one, please"),
     ("Flight 1234 to Denver", "Flight twelve thirty four to Denver"),
     ("Vitamin B12 and CO2", "Vitamin b twelve and c o two"),
+    ("Gate A is open, Exit C", "Gate eh is open, Exit c"),
     # left for the numbers
     ("Platform 9", "Platform 9"),
     ("We seat 1500 guests.", "We seat 1500 guests."),
@@ -125,6 +126,7 @@ def test_codes(text: str, said: str) -> None:
     ("approx. 5 km", "approximately 5 km"),
     ("Wait 1 min or 2 hrs.", "Wait 1 minute or 2 hours."),
     ("Acme Inc. is open", "Acme incorporated is open"),
+    ("See Fig. 3, max. 5 people", "See figure 3, maximum 5 people"),
     ("the U.S. team", "the u s team"),
     ("Made in the U.K.", "Made in the u k."),
     ("Open 9 a.m. daily", "Open 9 a.m. daily"),
@@ -150,6 +152,9 @@ def test_abbreviations(text: str, said: str) -> None:
     ("DR. SMITH TO RECEPTION", "Dr. Smith To Reception"),
     ("AT&T and R&D", "eh t and t and r and d"),
     ("Q&A session", "q and eh session"),
+    ("IT support, the WHO, the US", "i t support, the w h o, the u s"),
+    ("WHO IS IT FOR", "Who Is It For"),
+    ("OK, use TCP/IP", "okay, use t c p/i p"),
     # left for the later passes
     ("Henry VIII and World War II", "Henry VIII and World War II"),
     ("Flight UA 1234, 5 GB, USD 5", "Flight UA 1234, 5 GB, USD 5"),

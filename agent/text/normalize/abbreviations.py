@@ -34,6 +34,10 @@ TITLES = {
     "Supt": "superintendent", "Insp": "inspector", "Det": "detective", "Cpl": "corporal",
     "Apt": "apartment", "Ste": "suite", "Bldg": "building", "Dept": "department",
     "vs": "versus", "approx": "approximately", "cf": "compare", "Approx": "approximately",
+    "Fig": "figure", "Figs": "figures", "Vol": "volume", "Ch": "chapter", "Tel": "telephone",
+    "tel": "telephone", "Ext": "extension", "ext": "extension", "Ref": "reference",
+    "ref": "reference", "Max": "maximum", "max": "maximum", "Temp": "temperature",
+    "temp": "temperature", "Avg": "average", "avg": "average", "Qty": "quantity",
 }
 """Expanded, and their dot dropped: they stand before what they name."""
 SENTENCE_WORDS = {

@@ -12,6 +12,8 @@ The letters are spelled and the number is read in pairs (:func:`letters.announce
   9`` "nine"). The code words are :data:`CODE_WORDS` (gate, platform, track, room, flight,
   bus..., in any case) and :data:`CAPITALISED_CODE_WORDS` (``Seat``, ``Row``, ``Exit``,
   ``Level``..., only with a capital: "we seat 1500 guests" is a number);
+- one capital letter after a code word is spelled: ``Gate A`` "gate eh", ``Zone C``
+  (espeak-ng reads a lone ``A`` before a word as the article);
 - ``#`` before a number is "number": ``Room #3`` "Room number three", ``#1`` "number one".
 
 Not codes: lower-case letters after digits (``5km``, ``3pm``, ``1st``: units, times,
@@ -45,6 +47,7 @@ _HASH = re.compile(r"(?<![\w&#])#\s?(?=\d)")
 _FLIGHT = re.compile(r"(?<![\w.,/-])([A-Z]{2}|[A-Z]\d|\d[A-Z]) (\d{1,4})(?![\w/-]|[.,]\d)")
 _LETTERS_FIRST = re.compile(r"(?<![\w.,/-])([A-Z]{1,3})(\d{1,4})([A-Z]?)(?![\w/-]|[.,]\d)")
 _DIGITS_FIRST = re.compile(r"(?<![\w.,/-])(\d{1,4})([A-Z]{1,3})(?![\w/'-]|[.,]\d)")
+_LETTER_AFTER_WORD = re.compile(r"(?<![\w.-])([A-Za-z]{2,12})( {1,3})([A-Z])(?![\w&'-]|\.\w)")
 _AFTER_WORD = re.compile(r"(?<![\w.-])([A-Za-z]{2,12})( {1,3})(\d{3,4})(?![\w/:-]|[.,]\d)")
 
 
@@ -65,12 +68,21 @@ def _digits_first(match: re.Match[str]) -> str:
     return f"{announced_number(match.group(1))} {spell(match.group(2))}"
 
 
+def _is_code_word(word: str) -> bool:
+    return word.lower() in CODE_WORDS or (
+        not word.islower() and word.capitalize() in CAPITALISED_CODE_WORDS)
+
+
 def _after_word(match: re.Match[str]) -> str:
-    word = match.group(1)
-    if word.lower() not in CODE_WORDS and (
-            word.islower() or word.capitalize() not in CAPITALISED_CODE_WORDS):
+    if not _is_code_word(match.group(1)):
         return match.group(0)
     return f"{match.group(1)}{match.group(2)}{announced_number(match.group(3))}"
+
+
+def _letter_after_word(match: re.Match[str]) -> str:
+    if not _is_code_word(match.group(1)):
+        return match.group(0)
+    return f"{match.group(1)}{match.group(2)}{spell(match.group(3))}"
 
 
 def codes(text: str, options: NormalizeOptions) -> str:
@@ -78,6 +90,7 @@ def codes(text: str, options: NormalizeOptions) -> str:
     del options
     if "#" in text:
         text = _HASH.sub("number ", text)
+    text = _LETTER_AFTER_WORD.sub(_letter_after_word, text)
     if not any(c.isdigit() for c in text):
         return text
     text = _FLIGHT.sub(_flight, text)

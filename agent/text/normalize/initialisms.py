@@ -6,7 +6,8 @@ The rule, in this order, for a word of two or more capital letters (``ATMs``/``A
    and alarms are written: ``PLEASE STAND CLEAR``): its words are words, written with a capital
    and lower case (``Please Stand Clear``, which keeps ``DR. SMITH`` an abbreviation), except
    the known initialisms of :data:`INITIALISMS`, which are spelled (``USE THE ATM``).
-2. Otherwise: :data:`SPECIAL` readings (``JPEG`` jay peg); :data:`INITIALISMS` spelled;
+2. Otherwise: :data:`SPECIAL` readings (``JPEG`` jay peg, ``OK`` okay); :data:`INITIALISMS`
+   and :data:`MIXED_INITIALISMS` (``IT``, ``WHO``, ``US``: words in an all-caps text) spelled;
    :data:`ACRONYMS` (``NASA``, ``NATO``, ``UNESCO``, ``PIN``...) said as words; two letters
    are spelled unless a common word (:data:`SHORT_WORDS`: ``NO``, ``GO``...); three and more
    are said as a word when :func:`pronounceable`, spelled when not (``NHS``, ``TSA``, ``CIA``).
@@ -25,27 +26,30 @@ from agent.text.normalize.letters import spell, word_set
 from agent.text.normalize.options import NormalizeOptions
 from agent.text.normalize.roman import roman_value
 
-__all__ = ["ACRONYMS", "INITIALISMS", "SHORT_WORDS", "SPECIAL", "initialisms", "pronounceable"]
+__all__ = ["ACRONYMS", "INITIALISMS", "MIXED_INITIALISMS", "SHORT_WORDS", "SPECIAL",
+           "initialisms", "pronounceable"]
 
 INITIALISMS = word_set("""
     ATM USB BBC FBI CIA CEO CFO UFO NHS EU UK USA UN DVD CD TV PC GPS SMS PDF LED LCD HIV VIP
     ICU DJ ID ATP WC PA AC DC TSA DMV NYPD NYC BMW IBM HP ETA SOS FAQ URL WWW MIT CCTV ER IOU
     RSVP HQ ABC CBS CNN NBC HBO MTV ESPN NFL NBA NHL MLB UPS DHL KFC IRS FDA EPA DNA RNA ADHD
-    CPR EMT ASL BBQ DIY FYI PR PS QR SUV USSR UAE WHO NGO GP MP""")
+    CPR EMT ASL BBQ DIY FYI PR PS QR SUV USSR UAE NGO GP MP""")
 """Always spelled, also in an all-caps text: they are never English words."""
 ACRONYMS = word_set("""
     NASA NATO UNESCO UNICEF FIFA UEFA OPEC NAFTA LASER RADAR SCUBA SONAR COVID AIDS PIN SIM
     ZIP GIF IKEA NOAA WIFI SARS NIMBY BART ASAP OSHA FEMA NASCAR""")
 """Read as words, though some look unpronounceable to the rule (``NOAA``, ``NASCAR``)."""
-SPECIAL = {"JPEG": "jay peg", "IEEE": "i triple e", "AAA": "triple eh", "NAACP": "n double eh c p",
-           "WWE": "w w e"}
+SPECIAL = {"OK": "okay", "JPEG": "jay peg", "IEEE": "i triple e", "AAA": "triple eh",
+           "NAACP": "n double eh c p"}
 """Initialisms people say their own way."""
 SHORT_WORDS = word_set("""
-    AM AN AS AT BE BY DO GO HE IF IN IS IT ME MY NO OF OH OK ON OR SO TO UP WE
+    AM AN AS AT BE BY DO GO HE IF IN IS ME MY NO OF OH ON OR SO TO UP WE
     ALL AND ANY ARE BUT CAN DAY DID END FEW FOR GET GOT HAS HAD HER HIM HIS HOW ITS LET MAY
     NEW NOT NOW OFF OLD ONE OUR OUT OWN PUT SAY SEE SHE THE TOO TWO USE WAS WAY WHY YES YET
     YOU BUS CAR BOX BAG KEY MAP PAY TAX WET HOT ICE EAT RUN SIT TOP""")
 """Short words said as words when written in capitals for emphasis (``Do NOT enter``)."""
+MIXED_INITIALISMS = word_set("WHO IT US")
+"""Spelled among lower-case words (``the WHO``, ``IT support``), words in an all-caps text."""
 
 _WORDS_BY_NUMBERS = SHORT_WORDS - {"AM", "PM"}
 """Words next to a number that are still words (``THE 7:15``, ``AT 5``); ``5 AM`` is a time."""
@@ -60,7 +64,7 @@ _CODAS = word_set("""
 _VOWEL_RUNS = word_set("A E I O U Y AI AU AY EA EE EI EU EY IE OA OE OI OO OU OY UE UI IA IO EO UA"
                        " UO IOU EAU")
 
-_CAPS = re.compile(r"(?<![\w.@/&'-])([A-Z]{2,})((?:'?s)?)(?![\w@/&-]|\.\w)")
+_CAPS = re.compile(r"(?<![\w.@&'-])([A-Z]{2,})((?:'?s)?)(?![\w@&-]|\.\w)")
 _AMPERSAND = re.compile(r"(?<![\w&])([A-Z]{1,3})&([A-Z]{1,3})(?![\w&])")
 _LOWER = re.compile(r"[a-z]")
 _RUNS = re.compile(r"[AEIOU]+|Y(?![AEIOU])|[^AEIOUY]+|Y")
@@ -98,7 +102,7 @@ def _roman_after_name(text: str, start: int) -> bool:
 def _reading(word: str, suffix: str, all_caps: bool) -> str:
     if word in SPECIAL:
         return SPECIAL[word] + suffix
-    if word in INITIALISMS:
+    if word in INITIALISMS or (word in MIXED_INITIALISMS and not all_caps):
         return spell(word) + ("'s" if suffix else "")
     if all_caps or word in ACRONYMS or word in SHORT_WORDS or (
             len(word) > 2 and pronounceable(word)):
