@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from agent.library.lexicon import build as lexicon_addon
 from agent.logs import get_logger
+from agent.wyoming.addon import build as wyoming_addon
 
 if TYPE_CHECKING:
     from agent.service import AgentService
@@ -46,7 +47,7 @@ class Addon(Protocol):
 
 Factory = Callable[["AgentService"], "Addon | None"]
 
-FACTORIES: list[Factory] = [lexicon_addon]
+FACTORIES: list[Factory] = [lexicon_addon, wyoming_addon]
 """Every add-on's factory, in start order."""
 
 

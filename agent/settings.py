@@ -44,6 +44,7 @@ from agent.settings_sections import (
     SynthesisSettings,
     TextSettings,
 )
+from agent.settings_wyoming import WyomingSettings
 
 __all__ = [
     "CHIME_NAME_PATTERN",
@@ -60,6 +61,7 @@ __all__ = [
     "Settings",
     "SynthesisSettings",
     "TextSettings",
+    "WyomingSettings",
     "load_settings",
 ]
 
@@ -98,6 +100,8 @@ class Settings(BaseSettings):
     mqtt: MqttSettings = Field(default_factory=MqttSettings, description="MQTT channel.")
     health: HealthSettings = Field(default_factory=HealthSettings, description="Health reports.")
     log: LogSettings = Field(default_factory=LogSettings, description="Logging.")
+    wyoming: WyomingSettings = Field(default_factory=WyomingSettings,
+                                     description="Wyoming TTS server (Home Assistant).")
     profile: str | None = Field(
         default=None, pattern=NAME_PATTERN,
         description="Hardware profile name; unset = detect from the system.",

@@ -1,0 +1,298 @@
+"""One Wyoming client connection, on the server's event loop thread.
+
+Events, in the order a client sends them:
+
+- ``describe`` -> ``info`` (:class:`agent.wyoming.catalog.Catalog`);
+- ``synthesize`` (text, optional ``voice``: name, speaker, language) -> ``audio-start``,
+  ``audio-chunk``\\ s as they are decoded, ``audio-stop``;
+- ``synthesize-start`` / ``synthesize-chunk``\\ s / ``synthesize-stop`` -> audio sentence by
+  sentence as the text arrives (one ``audio-start`` before the first, one ``audio-stop`` after
+  the last), then ``synthesize-stopped``. A ``synthesize`` inside such a stream is the copy of
+  the whole text that clients send for servers without streaming, and is ignored;
+- ``ping`` -> ``pong``; other events are ignored, as the protocol says.
+
+A request that cannot be served is answered with an ``error`` event (a code and a one-line
+reason) and the connection stays usable; an event that cannot be read (too large, not JSON)
+or a connection idle past ``idle_timeout_s`` is answered with an ``error`` and closed.
+Synthesis runs on the server's bounded executor, one chunk at a time, never on this loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from wyoming.audio import AudioChunk, AudioStart, AudioStop
+from wyoming.error import Error
+from wyoming.event import Event, async_write_event
+from wyoming.info import Describe
+from wyoming.ping import Ping, Pong
+from wyoming.tts import (
+    Synthesize,
+    SynthesizeChunk,
+    SynthesizeStart,
+    SynthesizeStop,
+    SynthesizeStopped,
+)
+
+from agent.logs import get_logger
+from agent.wyoming.speech import (
+    Refused,
+    SentenceBuffer,
+    VoiceChoice,
+    check_text,
+    choose_voice,
+    start_synthesis,
+)
+from agent.wyoming.wire import ProtocolError, read_event
+
+if TYPE_CHECKING:
+    from agent.audio.format import AudioChunk as Chunk
+    from agent.wyoming.server import WyomingServer
+
+__all__ = ["Connection", "Gone"]
+
+log = get_logger(__name__)
+
+MAX_CHUNK_FRAMES = 8192
+"""Audio is sent in chunks of at most this many frames (a decoder window or sentence may be
+longer): the client can start playing while the rest of a long sentence is on the wire."""
+
+
+class Gone(Exception):
+    """The client stopped reading (write timed out) or went away."""
+
+
+class _Request:
+    """Counters of one synthesize request or stream, for the health report."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.first_audio_s: float | None = None
+        self.synthesis_s = 0.0
+        self.audio_s = 0.0
+        self.frames = 0
+
+
+class _Stream:
+    """An open ``synthesize-start`` stream: its voice (held to its end) and its text."""
+
+    def __init__(self, choice: VoiceChoice | None, max_chars: int) -> None:
+        self.choice = choice
+        """None: the start was refused (its chunks are ignored, its stop still answered)."""
+        self.text = SentenceBuffer(max_chars)
+        self.request = _Request()
+        self.started_audio = False
+        self.spoken = 0
+        self.failed: str | None = None
+
+
+class Connection:
+    """Serves one client until it disconnects, idles out, or the server stops."""
+
+    def __init__(self, server: WyomingServer, reader: asyncio.StreamReader,
+                 writer: asyncio.StreamWriter) -> None:
+        self.server = server
+        self.settings = server.settings
+        self.reader, self.writer = reader, writer
+        self.stream: _Stream | None = None
+        self.peer = str(writer.get_extra_info("peername") or "unix")
+
+    # -- the loop -------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        try:
+            await self._loop()
+        except Gone:
+            log.info("wyoming_client_gone", peer=self.peer)
+        except (ConnectionError, OSError) as exc:
+            log.info("wyoming_client_gone", peer=self.peer, error=str(exc))
+        finally:
+            if self.stream is not None:
+                self.server.record("interrupted", self.stream.request)
+                self.stream = None
+            self.writer.close()
+
+    async def _loop(self) -> None:
+        idle = self.settings.idle_timeout_s
+        while True:
+            try:
+                event = await asyncio.wait_for(
+                    read_event(self.reader, self.settings.max_event_bytes), idle)
+            except TimeoutError:
+                await self.refuse("idle", f"no event for {idle:g} s: closing")
+                return
+            except ProtocolError as exc:
+                self.server.note_error(str(exc))
+                await self.refuse("bad-event", f"{exc}: closing")
+                return
+            if event is None:
+                return
+            await self.handle(event)
+
+    async def send(self, event: Event) -> None:
+        """Write ``event``; a client that does not read it within the idle timeout is gone."""
+        try:
+            await asyncio.wait_for(async_write_event(event, self.writer),
+                                   self.settings.idle_timeout_s)
+        except (TimeoutError, ConnectionError, OSError) as exc:
+            raise Gone(str(exc) or type(exc).__name__) from exc
+
+    async def refuse(self, code: str, reason: str) -> None:
+        """An ``error`` event for the client (which may be gone already)."""
+        log.info("wyoming_refused", peer=self.peer, code=code, reason=reason)
+        with contextlib.suppress(Gone):
+            await self.send(Error(text=reason, code=code).event())
+
+    async def handle(self, event: Event) -> None:
+        kind = event.type
+        if Describe.is_type(kind):
+            info = await asyncio.to_thread(self.server.catalog.info)
+            await self.send(info.event())
+        elif Ping.is_type(kind):
+            text = event.data.get("text")
+            await self.send(Pong(text=text if isinstance(text, str) else None).event())
+        elif Synthesize.is_type(kind):
+            if self.stream is None:  # inside a stream: the compatibility copy of its text
+                await self.synthesize(event.data)
+        elif SynthesizeStart.is_type(kind):
+            await self.stream_start(event.data)
+        elif SynthesizeChunk.is_type(kind):
+            await self.stream_chunk(event.data)
+        elif SynthesizeStop.is_type(kind):
+            await self.stream_stop()
+        else:
+            log.debug("wyoming_event_ignored", peer=self.peer, type=kind[:64])
+
+    # -- synthesize -----------------------------------------------------------------------
+
+    async def _choose(self, data: object) -> VoiceChoice:
+        voice = data.get("voice") if isinstance(data, dict) else None
+        return await self.server.in_pool(choose_voice, self.server.catalog, voice,
+                                         self.settings)
+
+    async def synthesize(self, data: dict[str, object]) -> None:
+        request = _Request()
+        try:
+            text = check_text(data.get("text"), self.settings.max_text_chars)
+            choice = await self._choose(data)
+            await self.speak(choice, text, request, start=True)
+        except Refused as exc:
+            self.server.record("rejected", request, exc.reason)
+            await self.refuse(exc.code, exc.reason)
+            return
+        except Gone:
+            self.server.record("interrupted", request)
+            raise
+        except Exception as exc:  # a synthesis failure is the client's error event, not a crash
+            log.exception("wyoming_synthesis_failed", peer=self.peer)
+            self.server.record("failed", request, f"synthesis failed: {exc}")
+            await self.refuse("synthesis-failed", f"synthesis failed: {exc}"[:300])
+            return
+        await self.send(AudioStop(timestamp=request.frames * 1000 // choice.voice.sample_rate)
+                        .event())
+        self.server.record("finished", request)
+
+    async def speak(self, choice: VoiceChoice, text: str, request: _Request, *,
+                    start: bool) -> None:
+        """Synthesize ``text`` and send its audio (``audio-start`` first when ``start``),
+        holding one of the server's synthesis slots meanwhile."""
+        rate = choice.voice.sample_rate
+        async with self.server.slots:
+            began = time.monotonic()
+            chunks: Iterator[Chunk] = await self.server.in_pool(
+                start_synthesis, choice, text, self.server.cache)
+            if start:
+                await self.send(AudioStart(rate=rate, width=2, channels=1, timestamp=0).event())
+            while True:
+                chunk = await self.server.in_pool(next, chunks, None)
+                if chunk is None:
+                    break
+                request.synthesis_s += time.monotonic() - began
+                await self._send_audio(chunk, request)
+                began = time.monotonic()
+            request.synthesis_s += time.monotonic() - began
+
+    async def _send_audio(self, chunk: Chunk, request: _Request) -> None:
+        fmt = chunk.format
+        step = MAX_CHUNK_FRAMES * fmt.frame_bytes
+        for offset in range(0, len(chunk.audio), step):
+            piece = chunk.audio[offset:offset + step]
+            await self.send(AudioChunk(rate=fmt.rate, width=fmt.width, channels=fmt.channels,
+                                       audio=piece,
+                                       timestamp=request.frames * 1000 // fmt.rate).event())
+            if request.first_audio_s is None:
+                request.first_audio_s = time.monotonic() - request.started
+            request.frames += len(piece) // fmt.frame_bytes
+        request.audio_s += chunk.seconds
+
+    # -- synthesize-start / -chunk / -stop ----------------------------------------------
+
+    async def stream_start(self, data: dict[str, object]) -> None:
+        if self.stream is not None:
+            await self.refuse("bad-request", "synthesize-start inside an open stream: ignored")
+            return
+        try:
+            choice: VoiceChoice | None = await self._choose(data)
+        except Refused as exc:
+            self.stream = _Stream(None, self.settings.max_text_chars)
+            self.stream.failed = exc.reason
+            await self.refuse(exc.code, exc.reason)
+            return
+        self.stream = _Stream(choice, self.settings.max_text_chars)
+
+    async def stream_chunk(self, data: dict[str, object]) -> None:
+        stream = self.stream
+        if stream is None:
+            await self.refuse("bad-request", "synthesize-chunk without synthesize-start")
+            return
+        if stream.choice is None or stream.failed is not None:
+            return
+        try:
+            sentences = stream.text.add(data.get("text"))
+        except Refused as exc:
+            stream.failed = exc.reason
+            await self.refuse(exc.code, exc.reason)
+            return
+        for sentence in sentences:
+            await self._speak_sentence(stream, sentence)
+
+    async def _speak_sentence(self, stream: _Stream, sentence: str) -> None:
+        if stream.choice is None:
+            return
+        try:
+            await self.speak(stream.choice, sentence, stream.request,
+                             start=not stream.started_audio)
+        except Refused as exc:  # one unspeakable sentence ("***") does not end the stream
+            log.info("wyoming_sentence_skipped", peer=self.peer, reason=exc.reason)
+            return
+        except Gone:
+            raise
+        except Exception as exc:  # the stream ends with the client's error event, not a crash
+            log.exception("wyoming_synthesis_failed", peer=self.peer)
+            stream.failed = f"synthesis failed: {exc}"[:300]
+            await self.refuse("synthesis-failed", stream.failed)
+            return
+        stream.started_audio = True
+        stream.spoken += 1
+
+    async def stream_stop(self) -> None:
+        stream = self.stream
+        if stream is None:
+            await self.refuse("bad-request", "synthesize-stop without synthesize-start")
+            return
+        if stream.choice is not None and stream.failed is None:
+            for sentence in stream.text.flush():
+                await self._speak_sentence(stream, sentence)
+        self.stream = None
+        if stream.started_audio and stream.choice is not None:
+            rate = stream.choice.voice.sample_rate
+            await self.send(AudioStop(timestamp=stream.request.frames * 1000 // rate).event())
+        reason = stream.failed or (None if stream.spoken else "nothing to speak")
+        if reason is not None and stream.failed is None:
+            await self.refuse("empty-text", reason)
+        self.server.record("finished" if reason is None else "rejected", stream.request, reason)
+        await self.send(SynthesizeStopped().event())

@@ -1,0 +1,230 @@
+"""The Wyoming TTS server: its own event loop thread, a bounded pool for synthesis.
+
+Threads: ``wyoming`` runs the asyncio loop (accepting, reading and writing events; nothing
+there blocks), ``wyoming-synth-N`` (at most ``wyoming.max_syntheses``) run the voice, one chunk
+at a time, and the phrase cache. Neither is the MQTT network thread or the speaker's own
+synthesis worker. A connection beyond ``wyoming.max_clients`` is answered with an ``error``
+event (``busy``) and closed; each connection's requests are served one after the other.
+
+:meth:`WyomingServer.start` binds (a failure is kept in :meth:`stats`, for the health report,
+and logged; it never raises), :meth:`WyomingServer.stop` closes the listener, ends every open
+connection (an ``error`` event ``stopping`` first) and the pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from wyoming.error import Error
+from wyoming.event import async_write_event
+
+from agent.logs import get_logger
+from agent.settings_wyoming import parse_uri
+from agent.wyoming.connection import Connection
+
+if TYPE_CHECKING:
+    from agent.pipeline.phrase_cache import PhraseCache
+    from agent.settings import WyomingSettings
+    from agent.wyoming.catalog import Catalog
+    from agent.wyoming.connection import _Request
+
+__all__ = ["Outcomes", "WyomingServer"]
+
+log = get_logger(__name__)
+
+_T = TypeVar("_T")
+_BIND_TIMEOUT_S = 10.0
+_GOODBYE_S = 1.0
+_MAX_ERROR_CHARS = 200
+
+
+class Outcomes(Protocol):
+    """Where finished requests are counted (:meth:`agent.health.snapshot.Health.
+    record_request`)."""
+
+    def __call__(self, outcome: Any, *, synthesis_s: float | None = None,
+                 audio_s: float | None = None, first_audio_s: float | None = None) -> None: ...
+
+
+class WyomingServer:
+    """See the module docstring. :meth:`start` and :meth:`stop` from the main thread."""
+
+    def __init__(self, settings: WyomingSettings, catalog: Catalog,
+                 cache: PhraseCache | None = None, *, on_outcome: Outcomes | None = None) -> None:
+        if settings.uri is None:
+            raise ValueError("wyoming.uri is not set")
+        self.settings = settings
+        self.catalog = catalog
+        self.cache = cache
+        self.on_outcome = on_outcome
+        self.scheme, self.host, self.port = parse_uri(settings.uri)
+        self.pool = ThreadPoolExecutor(settings.max_syntheses, thread_name_prefix="wyoming-synth")
+        self.slots: asyncio.Semaphore  # made on the loop
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._bound = threading.Event()
+        self._stop: asyncio.Event | None = None
+        self._conns: dict[asyncio.Task[None], Connection] = {}
+        self._lock = threading.Lock()
+        self.listening = False
+        self.bind_error: str | None = None
+        self.counts = {"connections": 0, "refused_clients": 0, "requests": 0,
+                       "finished": 0, "failed": 0, "rejected": 0, "interrupted": 0}
+        self.last_error: str | None = None
+
+    # -- lifecycle (main thread) ----------------------------------------------------------
+
+    def start(self) -> None:
+        """Bind and serve on the ``wyoming`` thread; returns once bound (or failed to)."""
+        self._thread = threading.Thread(target=self._run, name="wyoming", daemon=True)
+        self._thread.start()
+        if not self._bound.wait(_BIND_TIMEOUT_S):
+            self.bind_error = f"not listening after {_BIND_TIMEOUT_S:g} s"
+        if self.bind_error is not None:
+            log.error("wyoming_bind_failed", uri=self.settings.uri, error=self.bind_error)
+        else:
+            log.info("wyoming_listening", uri=self.settings.uri, port=self.port or None)
+
+    def stop(self, timeout: float) -> None:
+        loop, stop = self._loop, self._stop
+        if loop is not None and stop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop ended meanwhile
+                loop.call_soon_threadsafe(stop.set)
+        if self._thread is not None:
+            self._thread.join(timeout)
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+    # -- the loop (thread "wyoming") --------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self._main())
+        except Exception as exc:
+            self.bind_error = self.bind_error or f"{type(exc).__name__}: {exc}"
+            log.exception("wyoming_server_failed")
+        finally:
+            self.listening = False
+            self._bound.set()
+
+    async def _main(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        self.slots = asyncio.Semaphore(self.settings.max_syntheses)
+        try:
+            server = await self._listen()
+        except OSError as exc:
+            self.bind_error = f"cannot listen on {self.settings.uri}: {exc.strerror or exc}"
+            return
+        self.listening = True
+        self._bound.set()
+        async with server:
+            await self._stop.wait()
+            server.close()
+            await self._close_connections()
+        if self.scheme == "unix":
+            with contextlib.suppress(OSError):
+                Path(self.host).unlink()
+
+    async def _listen(self) -> asyncio.AbstractServer:
+        limit = self.settings.max_event_bytes
+        if self.scheme == "tcp":
+            server = await asyncio.start_server(self._accept, self.host, self.port,
+                                                limit=limit)
+            self.port = server.sockets[0].getsockname()[1]
+            return server
+        path = Path(self.host)
+        if path.is_socket():  # a socket left behind by an earlier run; never another file
+            path.unlink()
+        server = await asyncio.start_unix_server(self._accept, str(path), limit=limit)
+        os.chmod(path, self.settings.socket_mode)
+        return server
+
+    async def _close_connections(self) -> None:
+        tasks = list(self._conns)
+        goodbye = [self._goodbye(conn) for conn in self._conns.values()]
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(asyncio.gather(*goodbye, return_exceptions=True), _GOODBYE_S)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks, timeout=_GOODBYE_S)
+
+    @staticmethod
+    async def _goodbye(conn: Connection) -> None:
+        await async_write_event(Error(text="server stopping", code="stopping").event(),
+                                conn.writer)
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._stop is not None and self._stop.is_set():
+            writer.close()
+            return
+        if len(self._conns) >= self.settings.max_clients:
+            with self._lock:
+                self.counts["refused_clients"] += 1
+            await self._refuse_busy(writer)
+            return
+        conn = Connection(self, reader, writer)
+        task = asyncio.current_task()
+        if task is None:  # asyncio runs every client callback as a task
+            raise RuntimeError("no current task")
+        self._conns[task] = conn
+        with self._lock:
+            self.counts["connections"] += 1
+        try:
+            await conn.run()
+        finally:
+            self._conns.pop(task, None)
+
+    async def _refuse_busy(self, writer: asyncio.StreamWriter) -> None:
+        reason = f"too many clients (at most {self.settings.max_clients}): try again later"
+        log.info("wyoming_client_refused", reason=reason)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(async_write_event(
+                Error(text=reason, code="busy").event(), writer), _GOODBYE_S)
+        writer.close()
+
+    async def in_pool(self, function: Callable[..., _T], *args: Any) -> _T:
+        """``function(*args)`` on the synthesis pool."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.pool, functools.partial(function, *args))
+
+    # -- counting ---------------------------------------------------------------------------
+
+    def note_error(self, reason: str) -> None:
+        with self._lock:
+            self.last_error = reason[:_MAX_ERROR_CHARS]
+
+    def record(self, outcome: str, request: _Request, reason: str | None = None) -> None:
+        """One request ended (loop thread): counted here and in the health report's
+        request window."""
+        with self._lock:
+            self.counts["requests"] += 1
+            self.counts[outcome] += 1
+            if reason is not None:
+                self.last_error = reason[:_MAX_ERROR_CHARS]
+        if self.on_outcome is not None:
+            played = outcome == "finished"
+            self.on_outcome(outcome, synthesis_s=request.synthesis_s if played else None,
+                            audio_s=request.audio_s if played else None,
+                            first_audio_s=request.first_audio_s if played else None)
+
+    def stats(self) -> dict[str, Any]:
+        """The health report's ``wyoming`` section (any thread)."""
+        with self._lock:
+            counts = dict(self.counts)
+            last_error = self.last_error
+        problem = self.bind_error if not self.listening else None
+        return {"enabled": True, "uri": self.settings.uri, "listening": self.listening,
+                "port": self.port if self.scheme == "tcp" else None,
+                "clients": len(self._conns), "max_clients": self.settings.max_clients,
+                "max_syntheses": self.settings.max_syntheses, **counts,
+                "last_error": last_error,
+                "state": "degraded" if problem else "ok", "reason": problem}

@@ -1,0 +1,75 @@
+"""Reading Wyoming events with bounds.
+
+The ``wyoming`` library's own reader trusts the lengths a peer announces (``data_length``,
+``payload_length``) and buffers that much: a client could make the agent hold gigabytes. This
+reader refuses an event larger than ``max_bytes`` (header line, data and payload together)
+before reading its body, and says why in one line. Events are written with the library's
+:func:`wyoming.event.async_write_event`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from wyoming.event import Event
+
+__all__ = ["ProtocolError", "read_event"]
+
+_MAX_TYPE_CHARS = 64
+
+
+class ProtocolError(Exception):
+    """The peer sent something that is not a Wyoming event within the bounds; the connection
+    cannot be read further (the reason is meant for the peer)."""
+
+
+def _length(header: dict[str, Any], key: str) -> int:
+    value = header.get(key) or 0
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ProtocolError(f"{key} must be a non-negative integer")
+    return value
+
+
+async def read_event(reader: asyncio.StreamReader, max_bytes: int) -> Event | None:
+    """The next event, or None at the end of the stream. Raises :class:`ProtocolError`.
+
+    ``reader``'s own limit (``asyncio.start_server(limit=...)``) bounds the header line; the
+    server sets it to ``max_bytes``."""
+    try:
+        line = await reader.readuntil(b"\n")
+    except asyncio.IncompleteReadError as exc:
+        if not exc.partial:
+            return None
+        raise ProtocolError("connection closed in the middle of an event") from exc
+    except asyncio.LimitOverrunError as exc:
+        raise ProtocolError(f"event header longer than {max_bytes} bytes") from exc
+    try:
+        header = json.loads(line)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ProtocolError("event header is not JSON") from exc
+    if not isinstance(header, dict):
+        raise ProtocolError("event header is not a JSON object")
+    kind = header.get("type")
+    if not isinstance(kind, str) or not 0 < len(kind) <= _MAX_TYPE_CHARS:
+        raise ProtocolError("event has no type")
+    data_length, payload_length = _length(header, "data_length"), _length(header, "payload_length")
+    if len(line) + data_length + payload_length > max_bytes:
+        raise ProtocolError(f"event {kind!r} larger than {max_bytes} bytes")
+    data = header.get("data") or {}
+    if not isinstance(data, dict):
+        raise ProtocolError("event data is not a JSON object")
+    try:
+        if data_length:
+            extra = json.loads(await reader.readexactly(data_length))
+            if not isinstance(extra, dict):
+                raise ProtocolError("event data is not a JSON object")
+            data.update(extra)
+        payload = await reader.readexactly(payload_length) if payload_length else None
+    except asyncio.IncompleteReadError as exc:
+        raise ProtocolError("connection closed in the middle of an event") from exc
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ProtocolError("event data is not JSON") from exc
+    return Event(type=kind, data=data, payload=payload)
+

