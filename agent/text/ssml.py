@@ -60,14 +60,15 @@ _ATTRIBUTES: Final[dict[str, frozenset[str]]] = {
 }
 _TEXT_ONLY: Final = frozenset({"say-as", "sub", "phoneme"})
 _EMPTY: Final = frozenset({"break"})
-_LOOKS_LIKE: Final = re.compile(r"\s*(?:<\?xml[^<>]{0,200}\?>\s*)?<speak[\s/>]")
+_LOOKS_LIKE: Final = re.compile(r"\s*(?:<speak[\s/>]|<\?xml[\s?]|<!DOCTYPE\s)")
 _NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _SOUND: Final = re.compile(r"([A-Za-z0-9][A-Za-z0-9_-]{0,63})(?:\.wav)?")
 _SENTENCE_END: Final = (".", "!", "?", "…")
 
 
 def looks_like_ssml(text: str) -> bool:
-    """True when ``text`` starts (after whitespace, and an XML declaration) with ``<speak``."""
+    """True when ``text`` starts (after whitespace) with ``<speak``, or with an XML declaration
+    (``<?xml``) or a document type declaration (``<!DOCTYPE``): markup, never read aloud."""
     return _LOOKS_LIKE.match(text) is not None
 
 

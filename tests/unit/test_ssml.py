@@ -196,7 +196,10 @@ def test_looks_like_ssml() -> None:
     assert looks_like_ssml("<speak>x</speak>")
     assert looks_like_ssml('  \n<speak version="1.0">x</speak>')
     assert looks_like_ssml('<?xml version="1.0"?> <speak/>')
+    assert looks_like_ssml('<!DOCTYPE lolz [<!ENTITY lol "lol">]><speak>&lol;</speak>')
+    assert looks_like_ssml("<?xml?>")
     assert not looks_like_ssml("<speaker> says hi")
+    assert not looks_like_ssml("<?xmlfoo")
     assert not looks_like_ssml("Say <speak>")
     assert not looks_like_ssml("plain text")
 

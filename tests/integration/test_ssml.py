@@ -1,0 +1,232 @@
+"""SSML end to end: the real agent over a real Mosquitto playing into an ALSA file PCM (tiny
+voice), and ``tts-agent synth --ssml`` with the real voice. A break is that much silence in what
+is played, sub and say-as are said as their words, and markup that is invalid, unsupported or
+hostile ends ``rejected`` with its reason while nothing is played."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import wave
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from agent.mqtt.topics import HERMES_ERROR, HERMES_SAY, HERMES_SAY_FINISHED, Namespace
+from agent.service import AgentService
+from agent.text.normalize.say_as import say_as
+from tests.support.alsa_sink import read_samples
+from tests.support.broker import Broker, Recorder, agent_settings, running_agent
+from tests.support.make_tiny_voice import SAMPLE_RATE
+
+pytestmark = [pytest.mark.broker, pytest.mark.alsa]
+
+NS = Namespace("tts")
+DEV = NS.device("t1")
+BILLION_LAUGHS = (
+    '<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol">'
+    + "".join(f'<!ENTITY lol{i} "{("&lol" + str(i - 1) + ";") * 10}">' for i in range(1, 10))
+    + "]><speak>&lol9;</speak>").replace("&lol0;", "&lol;")
+
+
+@pytest.fixture()
+def agent(mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Path) -> Iterator[AgentService]:
+    settings = agent_settings(mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent")
+    with running_agent(settings) as service:
+        yield service
+
+
+@pytest.fixture()
+def controller(mqtt_broker: Broker, agent: AgentService) -> Iterator[Recorder]:
+    with Recorder(mqtt_broker.settings(), [DEV.events.as_filter(), DEV.status.as_filter()],
+                  "controller") as recorder:
+        recorder.wait_json(DEV.status, lambda p: p["state"] == "online")
+        yield recorder
+
+
+def speak(controller: Recorder, request_id: str, text: str, **fields: Any) -> dict[str, Any]:
+    controller.publish(DEV.command("speak"), {"id": request_id, "text": text, **fields})
+    return controller.wait_json(DEV.events, lambda e: e["id"] == request_id and e["final"], 60)
+
+
+def kinds(controller: Recorder, request_id: str) -> list[str]:
+    return [e["event"] for e in controller.json_on(DEV.events) if e.get("id") == request_id]
+
+
+def sink(service: AgentService) -> Path:
+    return Path(service.settings.audio.device.split("'")[1])
+
+
+def longest_silence(samples: np.ndarray) -> int:
+    """The longest run of exactly zero samples between the first and the last sound."""
+    loud = np.flatnonzero(samples != 0)
+    if len(loud) < 2:
+        return 0
+    gaps = np.diff(loud) - 1
+    return int(gaps.max())
+
+
+def test_a_break_of_one_second_is_one_second_of_silence_in_what_is_played(
+        agent: AgentService, controller: Recorder) -> None:
+    final = speak(controller, "brk-1", '<speak>Hello <break time="1s"/> world</speak>')
+    assert final["event"] == "finished", final
+    assert kinds(controller, "brk-1") == ["accepted", "started", "finished"]
+    samples = read_samples(sink(agent))[:, 0]
+    assert abs(longest_silence(samples) / SAMPLE_RATE - 1.0) <= 0.020
+
+
+def test_sub_is_said_as_its_alias(agent: AgentService, controller: Recorder) -> None:
+    assert agent.phrase_cache is not None
+    assert speak(controller, "sub-0", "The World Wide Web Consortium meets today.")[
+        "event"] == "finished"
+    hits = agent.phrase_cache.hits
+    final = speak(controller, "sub-1", '<speak>The <sub alias="World Wide Web Consortium">W3C'
+                                       "</sub> meets today.</speak>")
+    assert final["event"] == "finished", final
+    assert agent.phrase_cache.hits == hits + 1  # the very utterance of the alias's words
+
+
+def test_say_as_characters_spells(agent: AgentService, controller: Recorder) -> None:
+    assert agent.phrase_cache is not None
+    spelled = say_as("characters", "Gate")
+    assert spelled.split() == ["g", "eh", "t", "e"]
+    assert speak(controller, "chr-0", spelled)["event"] == "finished"
+    hits = agent.phrase_cache.hits
+    final = speak(controller, "chr-1",
+                  '<speak><say-as interpret-as="characters">Gate</say-as></speak>')
+    assert final["event"] == "finished", final
+    assert agent.phrase_cache.hits == hits + 1  # letter by letter, as the spelled words
+    assert speak(controller, "chr-2", "Gate")["event"] == "finished"
+    assert agent.phrase_cache.hits == hits + 1  # the word itself sounds otherwise
+
+
+@pytest.mark.parametrize(("text", "fields", "reason"), [
+    ('<speak>Hello <break time="1s"> world</speak>', {},
+     "malformed SSML: mismatched tag: line 1, column 38"),
+    (BILLION_LAUGHS, {}, "SSML must not have a document type declaration (<!DOCTYPE lolz>)"),
+    ('<!DOCTYPE speak [<!ENTITY x SYSTEM "file:///etc/passwd">]><speak>&x;</speak>', {},
+     "SSML must not have a document type declaration"),
+    ("<speak>Now <emphasis>hurry</emphasis></speak>", {},
+     "SSML element <emphasis> is not supported (line 1, column 11)"),
+    ('<speak><prosody pitch="high">Hi</prosody></speak>', {},
+     "attribute pitch of <prosody> is not supported"),
+    ('<speak><voice name="nobody">Hi</voice></speak>', {},
+     "unknown voice 'nobody' in <voice name> (installed: tiny-test)"),
+    ("Hello <break/> there", {"ssml": True}, "malformed SSML"),
+])
+def test_bad_ssml_is_rejected_with_its_reason_and_nothing_is_played(
+        agent: AgentService, controller: Recorder, text: str, fields: dict[str, Any],
+        reason: str) -> None:
+    final = speak(controller, "bad-1", text, **fields)
+    assert final["event"] == "rejected", final
+    assert reason in final["reason"]
+    assert kinds(controller, "bad-1") == ["rejected"]
+    assert not np.any(read_samples(sink(agent)))  # the sink stays silent
+    assert speak(controller, "after", "Still here.")["event"] == "finished"
+
+
+def test_ssml_false_reads_the_text_as_it_is(agent: AgentService, controller: Recorder) -> None:
+    final = speak(controller, "lit-1", "<speak>", ssml=False)
+    assert final["event"] == "finished", final
+
+
+def test_hermes_say_takes_ssml(mqtt_broker: Broker, tiny_voice_dir: Path,
+                               tmp_path: Path) -> None:
+    settings = agent_settings(mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent",
+                              mqtt={"site_id": "kitchen"})
+    filters = [HERMES_SAY_FINISHED.as_filter(), HERMES_ERROR.as_filter(),
+               DEV.events.as_filter(), DEV.status.as_filter()]
+    with running_agent(settings), Recorder(mqtt_broker.settings(), filters, "rhasspy") as hermes:
+        hermes.wait_json(DEV.status, lambda p: p["state"] == "online")
+        hermes.publish(HERMES_SAY, {"text": '<speak>Dinner <break time="300ms"/> is ready'
+                                            "</speak>", "siteId": "kitchen", "id": "h-1"})
+        assert hermes.wait_json(HERMES_SAY_FINISHED, lambda p: p["id"] == "h-1")
+        assert hermes.wait_json(DEV.events, lambda e: e["id"] == "h-1" and e["final"])[
+            "event"] == "finished"
+        hermes.publish(HERMES_SAY, {"text": "<speak><blink>now</blink></speak>",
+                                    "siteId": "kitchen", "id": "h-2", "sessionId": "s-2"})
+        error = hermes.wait_json(HERMES_ERROR, lambda p: p.get("context") == "h-2")
+        assert error["error"].startswith("SSML element <blink> is not supported")
+        assert error["sessionId"] == "s-2"
+
+
+# -- the command line, with the real voice -------------------------------------------------------
+
+
+def tts_agent(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "agent", *args], env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+def wav_samples(path: Path) -> tuple[np.ndarray, int]:
+    with wave.open(str(path), "rb") as wav:
+        return np.frombuffer(wav.readframes(wav.getnframes()), dtype="<i2"), wav.getframerate()
+
+
+@pytest.mark.voice
+def test_synth_ssml_break_is_one_second_of_silence_with_the_real_voice(
+        real_voice_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "break.wav"
+    done = tts_agent("synth", "--text", '<speak>Hello <break time="1s"/> world</speak>',
+                     "--out", str(out), env=_env(real_voice_dir))
+    assert done.returncode == 0, done.stderr
+    samples, rate = wav_samples(out)
+    assert abs(longest_silence(samples) / rate - 1.0) <= 0.020
+    report = json.loads(done.stdout)
+    assert report["seconds"] > 1.0
+
+
+@pytest.mark.voice
+def test_synth_ssml_sub_and_say_as_are_their_words(real_voice_dir: Path,
+                                                   tmp_path: Path) -> None:
+    quiet = ("--noise-scale", "0", "--noise-w", "0")
+    env = _env(real_voice_dir)
+    cases = [
+        ('<speak>The <sub alias="World Wide Web Consortium">W3C</sub> meets.</speak>',
+         "The World Wide Web Consortium meets."),
+        ('<speak><say-as interpret-as="characters">Gate</say-as></speak>',
+         say_as("characters", "Gate")),
+    ]
+    for n, (ssml, words) in enumerate(cases):
+        marked, plain = tmp_path / f"ssml{n}.wav", tmp_path / f"plain{n}.wav"
+        assert tts_agent("synth", "--ssml", "--text", ssml, "--out", str(marked), *quiet,
+                         env=env).returncode == 0
+        assert tts_agent("synth", "--text", words, "--out", str(plain), *quiet,
+                         env=env).returncode == 0
+        assert marked.read_bytes() == plain.read_bytes(), ssml
+
+
+@pytest.mark.parametrize(("command", "status"), [("synth", 2), ("say", 2)])
+def test_say_and_synth_refuse_bad_ssml_with_one_line(tiny_voice_dir: Path, tmp_path: Path,
+                                                     command: str, status: int) -> None:
+    extra = ["--out", str(tmp_path / "x.wav")] if command == "synth" else []
+    text = ["--text"] if command == "synth" else []
+    done = subprocess.run(
+        [sys.executable, "-m", "agent", command, *text, "<speak><blink/></speak>", *extra],
+        capture_output=True, text=True, timeout=120, check=False,
+        env={**_env(tiny_voice_dir), "TTS_AGENT_AUDIO__DEVICE": f"file:'{tmp_path}/o.raw',raw"})
+    assert done.returncode == status, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"tts-agent {command}: error: SSML element <blink> is not supported (line 1, column 7); "
+        "supported: speak, p, s, break, say-as, sub, prosody, phoneme, voice, audio"]
+    assert not (tmp_path / "x.wav").exists() and not (tmp_path / "o.raw").exists()
+
+
+def test_send_checks_ssml_before_it_connects(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "agent", "send", "-p", "1", "--device", "t1", "speak", "--ssml",
+         "Hello <break/>"], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 2, done.stderr
+    assert "invalid speak command: malformed SSML" in done.stderr
+
+
+def _env(voice_dir: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TTS_AGENT_")}
+    env.update({"TTS_AGENT_MODELS__DIR": str(voice_dir.parent),
+                "TTS_AGENT_MODELS__DEFAULT_VOICE": voice_dir.name})
+    return env
