@@ -205,3 +205,26 @@ def test_check_config_checks_the_lexicon(tmp_path: Path, tiny_models_dir: Path,
     gate = setup.run("--gate")  # the agent starts without it and reports it
     assert gate.returncode == 0
     assert all(": warning: text.lexicon: " in x for x in gate.stderr.splitlines())
+
+
+@pytest.mark.voice
+def test_the_real_voice_speaks_the_lexicon(mqtt_broker: Broker, real_voice_dir: Path,
+                                           tmp_path: Path, controller: Recorder) -> None:
+    lexicon = tmp_path / "lexicon.toml"
+    lexicon.write_text(V2 + '"Zed" = { ipa = "zQ" }\n', encoding="utf-8")
+    settings = agent_settings(mqtt_broker, real_voice_dir.parent, tmp_path / "agent",
+                              voice=real_voice_dir.name)
+    settings = settings.model_copy(update={"text": TextSettings(lexicon=lexicon)})
+    with running_agent(settings) as service:
+        controller.wait_json(DEV.status, lambda p: p["state"] == "online")
+        section = lexicon_section(service)  # checked against the real voice's id map
+        assert section["state"] == "degraded" and not section["loaded"]
+        assert (f"IPA symbol 'Q' (U+0051) is not one voice {real_voice_dir.name} can say"
+                in section["reason"])
+        lexicon.write_text(V2, encoding="utf-8")
+        assert "lexicon loaded" in service.reload()
+        assert "wˈɔːɹsɛstɚ" in phonemes(service, SENTENCE)
+        controller.publish(DEV.command("speak"), {"id": "joe-lex", "text": SENTENCE})
+        final = controller.wait_json(DEV.events,
+                                     lambda e: e["id"] == "joe-lex" and e["final"], 120)
+        assert final["event"] == "finished" and final["audio_s"] > 1.0

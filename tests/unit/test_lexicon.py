@@ -320,3 +320,29 @@ def test_holder_for_settings_loads_at_once(tmp_path: Path) -> None:
                    text=TextSettings(lexicon=tmp_path / "not-a-lexicon.toml"))
     refused = LexiconHolder.for_settings(bad)
     assert refused is not None and refused.key == "" and refused.status()["state"] == "degraded"
+
+
+@pytest.mark.parametrize("polling", [False, True])
+def test_the_watcher_reloads_once_the_file_is_quiet(tmp_path: Path, polling: bool) -> None:
+    from agent.library.lexicon import LexiconWatcher
+
+    path = tmp_path / "lexicon.toml"
+    path.write_text(words('"Nguyen" = "win"'), encoding="utf-8")
+    holder = LexiconHolder(path)
+    holder.reload()
+    watcher = LexiconWatcher(holder, debounce_s=0.1, polling=polling, poll_interval_s=0.1)
+    watcher.start()
+    try:
+        (tmp_path / "other.toml").write_text("not a lexicon", encoding="utf-8")
+        temporary = tmp_path / ".lexicon.toml.tmp"
+        temporary.write_text(words('"Nguyen" = "nuh win"'), encoding="utf-8")
+        os.replace(temporary, path)
+        pause = threading.Event()
+        for _ in range(600):
+            if holder.rewrite("Nguyen") == ["nuh win"]:
+                break
+            pause.wait(0.05)
+        assert holder.rewrite("Nguyen") == ["nuh win"]
+        assert holder.status()["last_error"] is None
+    finally:
+        watcher.stop()
