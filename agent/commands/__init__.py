@@ -43,6 +43,7 @@ __all__ = [
     "add_verbose_argument",
     "bounded",
     "checked_speaker",
+    "checked_speech",
     "checked_text",
     "read_text",
     "settings_from_args",
@@ -191,6 +192,19 @@ def text_document(text: str, ssml: bool, settings: Settings) -> Document | None:
         return parse_ssml(text, max_chars=settings.synthesis.max_text_chars)
     except SsmlError as exc:
         raise UsageError(str(exc)) from exc
+
+
+def checked_speech(text: str, document: Document | None, voice: str | None,
+                   settings: Settings) -> None:
+    """Refuse (:class:`UsageError`, before any model loads) text its voice cannot say: a script
+    it cannot read, or nothing to speak once emoji are dropped; the dispatcher's check."""
+    from agent.library.languages import SpeechCheck
+    from agent.text.document import plain
+
+    problem = SpeechCheck.for_settings(settings)(document or plain(text),
+                                                 voice or settings.models.default_voice)
+    if problem is not None:
+        raise UsageError(problem)
 
 
 def checked_text(text: str | None, settings: Settings) -> str:

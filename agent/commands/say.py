@@ -28,6 +28,7 @@ from agent.commands import (
     add_synthesis_arguments,
     bounded,
     checked_speaker,
+    checked_speech,
     checked_text,
     settings_from_args,
     synthesis_params,
@@ -87,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args, quiet="error")
     text = checked_text(args.text, settings)
     document = text_document(text, args.ssml, settings)
+    checked_speech(text, document, args.voice, settings)
     chimes, chime = checked_chime(args.chime, settings)
     volume = bounded(args.volume, "--volume", 0.0, 1.0)
     params = synthesis_params(args)

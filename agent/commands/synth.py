@@ -18,6 +18,7 @@ from agent.commands import (
     add_ssml_argument,
     add_synthesis_arguments,
     checked_speaker,
+    checked_speech,
     checked_text,
     read_text,
     settings_from_args,
@@ -83,6 +84,7 @@ def run_synth(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     text = checked_text(args.text, settings)
     document = text_document(text, args.ssml, settings)
+    checked_speech(text, document, args.voice, settings)
     chimes, chime = checked_chime(args.chime, settings)
     params = synthesis_params(args)
     voice, library = _voice(settings, args.voice)
@@ -169,10 +171,12 @@ def run_voices(args: argparse.Namespace) -> int:
 
 
 def run_phonemize(args: argparse.Namespace) -> int:
+    from agent.library.lexicon import LexiconHolder
+    from agent.library.options import voice_options
     from agent.library.voices import VoiceLibrary, VoiceNotFound
-    from agent.text.frontend import Frontend, TextError
+    from agent.text.frontend import TextError
     from agent.voice.bundle import BundleError, read_manifest
-    from agent.voice.voice import VoiceConfig, VoiceLoadError
+    from agent.voice.voice import VoiceConfig, VoiceLoadError, build_frontend
 
     settings = settings_from_args(args)
     library = VoiceLibrary(settings)
@@ -183,10 +187,12 @@ def run_phonemize(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from exc
     except (VoiceLoadError, BundleError) as exc:
         raise CommandError(str(exc)) from exc
-    frontend = Frontend(config.espeak_voice, config.phoneme_id_map,
-                        max_chars=settings.synthesis.max_text_chars, cache_size=0)
+    options = voice_options(settings, lexicon=LexiconHolder.for_settings(settings))
+    frontend = build_frontend(config, options, cache_size=0)  # the voice's text stages
+    text = read_text(args.text)
+    checked_speech(text, None, args.voice, settings)
     try:
-        sentences = frontend.sentences(read_text(args.text))
+        sentences = frontend.sentences(text)
     except TextError as exc:
         raise UsageError(str(exc)) from exc
     rows = [{"text": s.text, "phonemes": "".join(s.phonemes), "ids": frontend.ids(s)}
