@@ -83,3 +83,14 @@ def test_synth_speaks_a_chinese_voice(tiny_voice_dir: Path, tmp_path: Path) -> N
                   models=tiny_voice_dir.parent)
     assert refused.returncode == 2
     assert refused.stderr.strip().endswith("installed voices that can: tiny-zh")
+
+
+@pytest.mark.voice
+def test_the_real_english_voice_refuses_chinese(real_models_dir: Path, tmp_path: Path) -> None:
+    result = tts("synth", "--text", CHINESE, "--out", str(tmp_path / "o.wav"),
+                 models=real_models_dir, TTS_AGENT_MODELS__DEFAULT_VOICE="en_US-joe-medium")
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().endswith(
+        "text is in Han script, which voice en_US-joe-medium (en_US) cannot speak; installed "
+        "voices that can: none")
+    assert not (tmp_path / "o.wav").exists()
