@@ -70,7 +70,6 @@ class LexiconHolder:
         self._loaded_at: float | None = None
         self._last_error: str | None = None
         self._lock = threading.Lock()
-        self.reloads = 0
 
     @classmethod
     def for_settings(cls, settings: Settings) -> LexiconHolder | None:
@@ -101,7 +100,6 @@ class LexiconHolder:
         """Read the file again: ``loaded`` (a new lexicon in service), ``unchanged`` (same
         bytes) or ``rejected`` (the one in service kept; the reason is in :attr:`last_error`)."""
         with self._lock:
-            self.reloads += 1
             try:
                 raw = read_lexicon_file(self.path)
             except LexiconError as exc:
@@ -113,6 +111,9 @@ class LexiconHolder:
                 lexicon = self._parse(raw)
             except LexiconError as exc:
                 return self._reject(str(exc))
+            except Exception as exc:  # a file the checks did not foresee never stops the agent
+                log.exception("lexicon_check_crashed", path=str(self.path))
+                return self._reject(f"{self.path}: cannot be read ({type(exc).__name__})")
             self._lexicon, self._loaded_at, self._last_error = lexicon, time.time(), None
         log.info("lexicon_loaded", path=str(self.path), entries=len(lexicon),
                  sha256=lexicon.sha256[:_SHA_SHOWN])

@@ -67,6 +67,8 @@ def read_lexicon_file(path: Path) -> bytes:
         os.set_blocking(fd, True)
         with os.fdopen(fd, "rb", closefd=False) as handle:
             data = handle.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:  # EIO, EISDIR on odd file systems...
+        raise LexiconError(str(path), [f"cannot be read: {exc.strerror or exc}"]) from None
     finally:
         os.close(fd)
     if len(data) > MAX_FILE_BYTES:
@@ -97,7 +99,11 @@ def parse_lexicon(raw: bytes, source: str = "lexicon", *, json_format: bool = Fa
         text = raw.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
         raise LexiconError(source, [f"not UTF-8 text (byte {exc.start})"]) from None
-    data = _parse_json(text, source) if json_format else _parse_toml(text, source)
+    try:
+        data = _parse_json(text, source) if json_format else _parse_toml(text, source)
+    except RecursionError:  # "[[[[..." a megabyte deep: the parsers recurse
+        raise LexiconError(source, ["nested too deeply (a lexicon is one table of words)"],
+                           ) from None
     words, default_case = _check_header(data, source)
     checker = _Checker(text, symbols, symbols_from)
     entries = checker.entries(words, default_case)

@@ -191,6 +191,16 @@ def test_hostile_sizes_are_refused_before_parsing(tmp_path: Path) -> None:
     assert problems(many) == [f"{MAX_ENTRIES + 1} entries, more than {MAX_ENTRIES}"]
 
 
+@pytest.mark.parametrize(("raw", "json_format"), [
+    (b"[" * 200_000, True),
+    (b"version = 1\nx = " + b"[" * 200_000, False),
+    (b"version = 1\nx = " + b"{a=" * 100_000, False),
+])
+def test_deep_nesting_is_a_reason_not_a_crash(raw: bytes, json_format: bool) -> None:
+    assert problems(raw, json_format=json_format) == [
+        "nested too deeply (a lexicon is one table of words)"]
+
+
 def test_only_a_regular_file_is_read(tmp_path: Path) -> None:
     real = tmp_path / "real.toml"
     real.write_text(EXAMPLE, encoding="utf-8")
