@@ -3,6 +3,9 @@ refused (malformed XML, unsupported elements and attributes, DTDs and entities, 
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from agent.mqtt.dispatch import speak_document, speak_request
@@ -13,6 +16,7 @@ from agent.text.ssml import (
     MAX_ATTRIBUTE_CHARS,
     MAX_DEPTH,
     MAX_ELEMENTS,
+    MAX_TOTAL_PAUSE_S,
     PARAGRAPH_PAUSE_S,
     RATES,
     SAY_AS,
@@ -313,3 +317,18 @@ def test_a_speak_command_is_ssml_when_it_says_so_or_starts_with_speak() -> None:
         speak_request(command("Hello", ssml=True))
     with pytest.raises(SsmlError, match="unknown chime 'x'"):
         speak_request(command('<speak><audio src="x"/></speak>'), sounds=())
+
+
+def test_the_page_gives_the_lengths_factors_and_bounds_of_the_code() -> None:
+    page = (Path(__file__).parents[2] / "docs" / "text.md").read_text(encoding="utf-8")
+    section = page.split("\n## SSML\n", 1)[1].split("\n## ", 1)[0]
+    for table in (STRENGTHS, RATES, VOLUMES):
+        for keyword, value in table.items():
+            pattern = rf"`{keyword}`(?:/`[a-z-]+`)* {value:g}(?:\.0)?\b"
+            assert re.search(pattern, section), (keyword, value)
+    assert f"a pause of {PARAGRAPH_PAUSE_S:g} s" in section
+    assert f"add up to at most {MAX_TOTAL_PAUSE_S:g} s" in section
+    assert (f"at most {MAX_DEPTH} levels deep, {MAX_ELEMENTS} elements and "
+            f"{MAX_ATTRIBUTE_CHARS} characters per attribute value") in section
+    for kind in SAY_AS:
+        assert f"`{kind}`" in section, kind
