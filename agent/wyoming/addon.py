@@ -41,10 +41,12 @@ def build(service: AgentService) -> WyomingAddon | None:
     settings = service.settings.wyoming
     if settings.uri is None:
         return None
+    from agent.library.languages import SpeechCheck
     from agent.wyoming.catalog import Catalog
     from agent.wyoming.server import WyomingServer
 
     server = WyomingServer(settings, Catalog(service.voices), service.phrase_cache,
-                           on_outcome=service.health.record_request)
+                           on_outcome=service.health.record_request,
+                           check=SpeechCheck.for_settings(service.settings))
     service.health.add_provider("wyoming", server.stats)
     return WyomingAddon(server)

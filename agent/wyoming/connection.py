@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -45,6 +46,7 @@ from agent.wyoming.speech import (
     VoiceChoice,
     check_text,
     choose_voice,
+    is_ssml,
     start_synthesis,
 )
 from agent.wyoming.wire import ProtocolError, read_event
@@ -80,14 +82,18 @@ class _Request:
 class _Stream:
     """An open ``synthesize-start`` stream: its voice (held to its end) and its text."""
 
-    def __init__(self, choice: VoiceChoice | None, max_chars: int) -> None:
+    def __init__(self, choice: VoiceChoice | None, max_chars: int, *, ssml: bool = False,
+                 ) -> None:
         self.choice = choice
         """None: the start was refused (its chunks are ignored, its stop still answered)."""
-        self.text = SentenceBuffer(max_chars)
+        self.ssml = ssml
+        self.text = SentenceBuffer(max_chars, whole=ssml)
         self.request = _Request()
         self.started_audio = False
         self.spoken = 0
         self.failed: str | None = None
+        self.outcome = "rejected"
+        """How the stream ends when it ``failed``: ``rejected`` (its text) or ``failed``."""
 
 
 class Connection:
@@ -178,8 +184,9 @@ class Connection:
         request = _Request()
         try:
             text = check_text(data.get("text"), self.settings.max_text_chars)
+            ssml = is_ssml(data.get("text_format"), text)
             choice = await self._choose(data)
-            await self.speak(choice, text, request, start=True)
+            await self.speak(choice, text, request, start=True, ssml=ssml)
         except Refused as exc:
             self.server.record("rejected", request, exc.reason)
             await self.refuse(exc.code, exc.reason)
@@ -197,14 +204,15 @@ class Connection:
         self.server.record("finished", request)
 
     async def speak(self, choice: VoiceChoice, text: str, request: _Request, *,
-                    start: bool) -> None:
+                    start: bool, ssml: bool = False) -> None:
         """Synthesize ``text`` and send its audio (``audio-start`` first when ``start``),
         holding one of the server's synthesis slots meanwhile."""
         rate = choice.voice.sample_rate
         async with self.server.slots:
             began = time.monotonic()
             chunks: Iterator[Chunk] = await self.server.in_pool(
-                start_synthesis, choice, text, self.server.cache)
+                functools.partial(start_synthesis, ssml=ssml, check=self.server.check),
+                choice, text, self.server.cache)
             if start:
                 await self.send(AudioStart(rate=rate, width=2, channels=1, timestamp=0).event())
             while True:
@@ -236,13 +244,14 @@ class Connection:
             await self.refuse("bad-request", "synthesize-start inside an open stream: ignored")
             return
         try:
+            ssml = is_ssml(data.get("text_format"), None)
             choice: VoiceChoice | None = await self._choose(data)
         except Refused as exc:
             self.stream = _Stream(None, self.settings.max_text_chars)
             self.stream.failed = exc.reason
             await self.refuse(exc.code, exc.reason)
             return
-        self.stream = _Stream(choice, self.settings.max_text_chars)
+        self.stream = _Stream(choice, self.settings.max_text_chars, ssml=ssml)
 
     async def stream_chunk(self, data: dict[str, object]) -> None:
         stream = self.stream
@@ -265,15 +274,19 @@ class Connection:
             return
         try:
             await self.speak(stream.choice, sentence, stream.request,
-                             start=not stream.started_audio)
-        except Refused as exc:  # one unspeakable sentence ("***") does not end the stream
-            log.info("wyoming_sentence_skipped", peer=self.peer, reason=exc.reason)
+                             start=not stream.started_audio, ssml=stream.ssml)
+        except Refused as exc:
+            if stream.ssml:  # the whole document: the stream's answer
+                stream.failed = exc.reason
+                await self.refuse(exc.code, exc.reason)
+            else:  # one unspeakable sentence ("***") does not end the stream
+                log.info("wyoming_sentence_skipped", peer=self.peer, reason=exc.reason)
             return
         except Gone:
             raise
         except Exception as exc:  # the stream ends with the client's error event, not a crash
             log.exception("wyoming_synthesis_failed", peer=self.peer)
-            stream.failed = f"synthesis failed: {exc}"[:300]
+            stream.failed, stream.outcome = f"synthesis failed: {exc}"[:300], "failed"
             await self.refuse("synthesis-failed", stream.failed)
             return
         stream.started_audio = True
@@ -294,5 +307,6 @@ class Connection:
         reason = stream.failed or (None if stream.spoken else "nothing to speak")
         if reason is not None and stream.failed is None:
             await self.refuse("empty-text", reason)
-        self.server.record("finished" if reason is None else "rejected", stream.request, reason)
+        self.server.record("finished" if reason is None else stream.outcome, stream.request,
+                           reason)
         await self.send(SynthesizeStopped().event())

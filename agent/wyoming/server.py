@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from agent.settings import WyomingSettings
     from agent.wyoming.catalog import Catalog
     from agent.wyoming.connection import _Request
+    from agent.wyoming.speech import SpeechCheck
 
 __all__ = ["Outcomes", "WyomingServer"]
 
@@ -58,13 +59,16 @@ class WyomingServer:
     """See the module docstring. :meth:`start` and :meth:`stop` from the main thread."""
 
     def __init__(self, settings: WyomingSettings, catalog: Catalog,
-                 cache: PhraseCache | None = None, *, on_outcome: Outcomes | None = None) -> None:
+                 cache: PhraseCache | None = None, *, on_outcome: Outcomes | None = None,
+                 check: SpeechCheck | None = None) -> None:
         if settings.uri is None:
             raise ValueError("wyoming.uri is not set")
         self.settings = settings
         self.catalog = catalog
         self.cache = cache
         self.on_outcome = on_outcome
+        self.check = check
+        """Why a text cannot be said by its voice (the dispatcher's check), or None."""
         self.scheme, self.host, self.port = parse_uri(settings.uri)
         self.pool = ThreadPoolExecutor(settings.max_syntheses, thread_name_prefix="wyoming-synth")
         self.slots: asyncio.Semaphore  # made on the loop

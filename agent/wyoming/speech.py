@@ -1,22 +1,27 @@
 """From a Wyoming request to the agent's synthesis: the voice it names, the parameters, the
-text's bounds, and the sentences of text that arrives in chunks.
+text's bounds and format, and the sentences of text that arrives in chunks.
 
-The audio comes from the same path as an MQTT ``speak`` of plain text (the voice library's
-live voice, the phrase cache, the text frontend and its normalizer): :func:`start_synthesis`.
-Everything that can refuse a request (unknown voice or speaker, empty, oversize or
-unspeakable text) raises :class:`Refused` with a one-line reason before any audio is made.
+The audio comes from the same path as an MQTT ``speak`` (:func:`agent.pipeline.render.render`
+of the text or its SSML document: the voice library's live voice, the phrase cache, the text
+frontend with its normalizer and lexicon, the same check for text a voice cannot speak):
+:func:`start_synthesis`. Everything that can refuse a request (unknown voice or speaker;
+empty, oversize, unspeakable text; bad SSML) raises :class:`Refused` with a one-line reason
+before any audio is made.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from agent.library.voices import VoiceNotFound
-from agent.pipeline.render import cached_synthesis
+from agent.library.voices import VoiceLibrary, VoiceNotFound
+from agent.pipeline.jobs import SpeakRequest
+from agent.pipeline.render import render
+from agent.text.document import Document, plain
 from agent.text.frontend import TextError
+from agent.text.ssml import SsmlError, looks_like_ssml, parse_ssml
 from agent.voice.voice import SynthesisParams, Voice, VoiceLoadError
 
 if TYPE_CHECKING:
@@ -25,7 +30,12 @@ if TYPE_CHECKING:
     from agent.settings import WyomingSettings
     from agent.wyoming.catalog import Catalog
 
-__all__ = ["Refused", "SentenceBuffer", "VoiceChoice", "choose_voice", "start_synthesis"]
+__all__ = ["Refused", "SentenceBuffer", "SpeechCheck", "VoiceChoice", "choose_voice",
+           "is_ssml", "start_synthesis"]
+
+SpeechCheck = Callable[[Document, str], "str | None"]
+"""Why a document cannot be said by the voice it names (:class:`agent.library.languages.
+SpeechCheck`), or None."""
 
 _MAX_NAME_CHARS = 128
 _SENTENCE_END = re.compile(r"[.!?\u2026\u3002\uff01\uff1f]+[\"'\u201d\u2019)\]]*(?:\s+|$)")
@@ -50,6 +60,14 @@ class VoiceChoice:
 
     voice: Voice
     params: SynthesisParams
+    library: VoiceLibrary
+    """For the other voices an SSML ``<voice name>`` names."""
+
+    def get(self, name: str | None = None) -> Voice:
+        """The held voice for its own name (or none), the library's live one for another."""
+        if name is None or name == self.voice.name:
+            return self.voice
+        return self.library.get(name)
 
 
 def _text_of(value: object, field: str) -> str | None:
@@ -108,7 +126,17 @@ def choose_voice(catalog: Catalog, data: object, settings: WyomingSettings) -> V
     params = SynthesisParams(length_scale=settings.length_scale,
                              noise_scale=settings.noise_scale, noise_w=settings.noise_w,
                              speaker_id=_speaker_id(voice, speaker))
-    return VoiceChoice(voice, params)
+    return VoiceChoice(voice, params, catalog.voices)
+
+
+def is_ssml(text_format: object, text: str | None) -> bool:
+    """Whether a request's text is SSML: ``text_format`` ``ssml``, or unset and the text starts
+    with ``<speak`` (as an MQTT ``speak`` without ``ssml``)."""
+    if text_format is None:
+        return text is not None and looks_like_ssml(text)
+    if text_format in ("text", "ssml"):
+        return text_format == "ssml"
+    raise Refused("bad-request", "text_format must be text or ssml")
 
 
 def check_text(text: object, max_chars: int) -> str:
@@ -123,27 +151,44 @@ def check_text(text: object, max_chars: int) -> str:
     return text
 
 
-def start_synthesis(choice: VoiceChoice, text: str,
-                    cache: PhraseCache | None) -> Iterator[AudioChunk]:
-    """The chunks of ``text`` in the chosen voice, synthesized as the caller iterates (the
-    first as soon as the first decoder window is decoded). The text is phonemized here, so an
-    unspeakable text raises :class:`Refused` before any inference. Runs on a synthesis
-    thread (it may take the phrase cache's disk)."""
+def start_synthesis(choice: VoiceChoice, text: str, cache: PhraseCache | None, *,
+                    ssml: bool = False, check: SpeechCheck | None = None,
+                    ) -> Iterator[AudioChunk]:
+    """The chunks of ``text`` (SSML when ``ssml``) in the chosen voice, synthesized as the
+    caller iterates (the first as soon as the first decoder window is decoded). The text is
+    parsed, checked and phonemized here, so a text that cannot be said raises
+    :class:`Refused` before any inference. Runs on a synthesis thread (it may read the phrase
+    cache's disk)."""
     try:
-        return cached_synthesis(cache, choice.voice, text, choice.params)
+        document = (parse_ssml(text, max_chars=len(text), sounds=()) if ssml
+                    else plain(text))
+        problem = check(document, choice.voice.name) if check is not None else None
+        if problem is not None:
+            raise Refused("unspeakable-text", problem)
+        request = SpeakRequest(text, voice=choice.voice.name, params=choice.params,
+                               document=document if ssml else None)
+        return render(document, choice, request, cache=cache).chunks
+    except SsmlError as exc:
+        raise Refused("bad-ssml", str(exc)) from exc
     except TextError as exc:
         raise Refused("bad-text", str(exc)) from exc
-    except ValueError as exc:  # a parameter the voice refuses
+    except VoiceNotFound as exc:
+        raise Refused("unknown-voice", str(exc)) from exc
+    except VoiceLoadError as exc:
+        raise Refused("voice-unavailable", str(exc)) from exc
+    except ValueError as exc:  # a parameter the voice refuses; a chime
         raise Refused("bad-request", str(exc)) from exc
 
 
 class SentenceBuffer:
     """Text of a streamed request (``synthesize-chunk``\\ s) cut into whole sentences.
 
-    Bounded: the whole stream's text counts against ``max_chars``."""
+    Bounded: the whole stream's text counts against ``max_chars``. ``whole``: never cut (an
+    SSML document is said when it is complete, at :meth:`flush`)."""
 
-    def __init__(self, max_chars: int) -> None:
+    def __init__(self, max_chars: int, *, whole: bool = False) -> None:
         self.max_chars = max_chars
+        self.whole = whole
         self.received = 0
         self._pending = ""
 
@@ -156,6 +201,8 @@ class SentenceBuffer:
             raise Refused("text-too-long", f"streamed text is longer than {self.max_chars} "
                           "characters")
         self._pending += text
+        if self.whole:
+            return []
         cut = 0
         for match in _SENTENCE_END.finditer(self._pending):
             if match.end() < len(self._pending) or match.group().endswith((" ", "\n", "\t")):

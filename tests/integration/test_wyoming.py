@@ -30,6 +30,7 @@ from wyoming.tts import (
     SynthesizeVoice,
 )
 
+from agent.health import prometheus
 from agent.service import AgentService
 from agent.settings import Settings, WyomingSettings
 from agent.voice.bundle import write_manifest
@@ -134,9 +135,13 @@ def test_synthesize_streams_the_samples_tts_agent_synth_writes(
     rate, expected = synth_wav(agent.settings, text, tmp_path / "synth.wav")
     assert rate == start.rate
     assert audio == expected
-    section = agent.health.snapshot()["wyoming"]  # type: ignore[typeddict-item]
+    snap = agent.health.snapshot()
+    section = snap["wyoming"]  # type: ignore[typeddict-item]
     assert section["finished"] == 1 and section["listening"] is True
-    assert agent.health.snapshot()["requests"]["total"]["finished"] >= 1
+    assert snap["requests"]["total"]["finished"] >= 1
+    metrics = prometheus.render(snap).splitlines()
+    assert "tts_agent_wyoming_finished 1" in metrics
+    assert "tts_agent_wyoming_listening 1" in metrics
 
 
 def test_streaming_form_speaks_each_sentence_as_its_text_arrives(
@@ -223,6 +228,37 @@ def test_a_reload_during_a_stream_finishes_it_on_the_old_voice(
     assert len(chunks) >= 2 and {c.rate for c in chunks} == {16000}  # both sentences: old
     assert AudioStart.from_event(after[0]).rate == 22050  # the next request: the new version
     assert info.tts[0].voices[0].version == "2.0.0"
+
+
+def test_ssml_is_rendered_as_an_mqtt_speak_renders_it(agent: AgentService,
+                                                      tmp_path: Path) -> None:
+    ssml = '<speak>Hello <break time="300ms"/> there.</speak>'
+
+    async def go() -> tuple[bytes, bytes, Event | None, Event | None]:
+        async with client_for(agent) as client:
+            await client.write_event(Synthesize(text=ssml, text_format="ssml").event())
+            _, explicit = await audio_of(client)
+            await client.write_event(Synthesize(text=ssml).event())  # starts with <speak
+            _, detected = await audio_of(client)
+            await client.write_event(Synthesize(text="<speak><blink/></speak>").event())
+            bad = await read(client)
+            await client.write_event(Synthesize(text="\u4f60\u597d\u4e16\u754c").event())
+            foreign = await read(client)
+            return explicit, detected, bad, foreign
+
+    explicit, detected, bad, foreign = asyncio.run(go())
+    result = subprocess.run(
+        [sys.executable, "-m", "agent", "synth", "--ssml", "--text", ssml,
+         "--out", str(tmp_path / "s.wav")],
+        env=agent_env(agent.settings), capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr
+    with wave.open(str(tmp_path / "s.wav"), "rb") as wav:
+        expected = wav.readframes(wav.getnframes())
+    assert explicit == detected == expected
+    assert bad is not None and Error.from_event(bad).code == "bad-ssml"
+    assert "blink" in Error.from_event(bad).text
+    assert foreign is not None and Error.from_event(foreign).code == "unspeakable-text"
+    assert "Han" in Error.from_event(foreign).text
 
 
 def test_oversize_text_is_refused_and_the_connection_stays_usable(agent: AgentService) -> None:
