@@ -104,6 +104,15 @@ YMD = Normalizer(NormalizeOptions(date_order="ymd"))
     ("Add 500 ml.", "Add five hundred milliliters."),
     ("Free 2 GB.", "Free two gigabytes."),
     ("A 500 m walk.", "A five hundred meter walk."),
+    # time ranges, UK-style times, money per unit, short decades, national phone numbers
+    ("Open 9am-9pm daily.", "Open nine a.m to nine p.m daily."),
+    ("Open 10:00–12:30.", "Open ten o'clock to twelve thirty."),
+    ("Doors at 7.30pm.", "Doors at seven thirty p.m."),
+    ("Prices from $9.99/month.", "Prices from nine dollars and ninety nine cents per month."),
+    ("The 90s were great.", "The nineties were great."),
+    ("Call us on 0800 123 4567.", "Call us on oh eight oh oh, one two three, four five six seven."),
+    ("Tel: 020 7946 0958", "Tel: oh two oh, seven nine four six, oh nine five eight"),
+    ("Call 1-800-555-0199.", "Call one, eight oh oh, five five five, oh one nine nine."),
 ])
 def test_numbers_are_put_in_words(text: str, said: str) -> None:
     assert MDY(text) == said
@@ -171,6 +180,7 @@ def test_long_numbers_are_read_digit_by_digit() -> None:
 @pytest.mark.parametrize("unit", [
     "1", "1,", "1.", "$1", "1-", "1:", "12:3", "1/", "-1", "1 ", "£1.", "1st", "19", "1°",
     "+1 ", "(555) ", "1 km/", "555-", "2026-", "March 1", "1 1/2 ", "9.", "0", "a1", "%",
+    "9am-", "0800 ", "$1/mo", "7.30", "Tel: 1 ", "1:00-",
 ])
 def test_hostile_input_finishes(unit: str) -> None:
     text = (unit * (50_000 // len(unit) + 1))[:50_000]

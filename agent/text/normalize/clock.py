@@ -6,7 +6,9 @@ minutes as a number with "oh" before one digit (``12:05`` "twelve oh five"); on 
 (``18:00`` "eighteen hundred"), and ``00:00`` is "midnight". ``am``/``pm`` in any spelling
 (``am``, ``AM``, ``a.m.``) is written ``a.m``/``p.m``, which espeak-ng says as letters without
 ending the sentence; a dot after it is kept only where the sentence ends (end of the text or a
-capital next). Seconds: ``10:15:30`` "ten fifteen and thirty seconds".
+capital next). Seconds: ``10:15:30`` "ten fifteen and thirty seconds". With am/pm the
+minutes may follow a dot (``7.30pm``). Two times joined by a dash are a range: ``9am-5pm``
+"nine a.m to five p.m".
 """
 
 from __future__ import annotations
@@ -22,6 +24,18 @@ _MERIDIEM = r"(?:\s?(?P<ap>[AaPp])\.?\s?[Mm](?![\w])(?P<dot>\.)?)"
 CLOCK = re.compile(r"(?<![\w:.,])(?P<hour>[01]?\d|2[0-4]):(?P<minute>[0-5]\d)"
                     r"(?::(?P<second>[0-5]\d))?(?:" + _MERIDIEM + r"|(?!\w|[:.,]\d))")
 HOUR = re.compile(r"(?<![\w:.,])(?P<hour>1[0-2]|0?[1-9])" + _MERIDIEM)
+_DOTTED = re.compile(r"(?<![\w:.,])(?P<hour>1[0-2]|0?[1-9])\.(?P<minute>[0-5]\d)"
+                     r"(?P<second>)" + _MERIDIEM)
+"""``7.30pm``: a dot between hour and minutes only with am/pm (else it is a decimal)."""
+_SPAN = r"\d{1,2}+(?::[0-5]\d)?+(?:\s?[AaPp]\.?[Mm](?!\w)\.?)?+"
+_RANGE = re.compile(rf"(?<![\w:.,])(?P<a>{_SPAN})\s?[-–—]\s?(?P<b>{_SPAN})(?![\w:]|[.,]\d)")
+"""Two times joined by a dash (``9am-5pm``, ``10:00–12:30``): "to" between them."""
+
+
+def _range(m: re.Match[str]) -> str:
+    a, b = m["a"], m["b"]
+    timed = [":" in t or t.rstrip(".")[-1:] in "mM" for t in (a, b)]
+    return f"{a} to {b}" if any(timed) else m.group(0)
 
 
 def _meridiem(m: re.Match[str], text: str) -> str:
@@ -60,6 +74,8 @@ def _clock(m: re.Match[str], text: str, options: NormalizeOptions) -> str:
 
 def times(text: str, options: NormalizeOptions) -> str:
     """``h:mm`` (and ``h:mm:ss``) with or without am/pm, and a bare hour with am/pm."""
+    text = _RANGE.sub(_range, text)
     text = CLOCK.sub(lambda m: _clock(m, text, options), text)
+    text = _DOTTED.sub(lambda m: _clock(m, text, options), text)
     return HOUR.sub(lambda m: spoken.cardinal(str(int(m["hour"])), options)
                      + _meridiem(m, text), text)

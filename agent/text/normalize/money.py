@@ -3,8 +3,8 @@
 A currency symbol or ISO code before or after the amount; two decimals are the minor unit
 (cents, pence), one decimal is tens of it (``$2.5`` "two dollars and fifty cents"), more
 decimals or a scale word make a decimal amount (``$1.5 million`` "one point five million
-dollars"). ``99¢`` is cents. One of a unit is singular (``$1`` "one dollar", ``1p`` "one
-penny"); yen has no plural and no minor unit read.
+dollars"). ``99¢`` is cents; ``$9.99/month`` "... per month". One of a unit is singular
+(``$1`` "one dollar", ``1p`` "one penny"); yen has no plural and no minor unit read.
 """
 
 from __future__ import annotations
@@ -39,8 +39,13 @@ _AMOUNT = r"(?P<whole>\d{1,3}+(?:,\d{3})++(?![\d,]\d)|\d++)(?:\.(?P<frac>\d++))?
 _SCALE = r"(?:\s?(?P<scale>thousand|million|billion|trillion|mn|bn|[kmb])(?![\w]))?"
 _SYMBOL = r"US\$|[$€£¥₹]"
 _CODE = "|".join(CODES)
+_PER = {"month": "month", "mo": "month", "year": "year", "yr": "year", "week": "week",
+        "wk": "week", "day": "day", "night": "night", "hour": "hour", "hr": "hour", "h": "hour",
+        "person": "person", "pp": "person", "kg": "kilogram", "lb": "pound", "km": "kilometer",
+        "mi": "mile", "l": "liter", "gal": "gallon", "min": "minute", "ticket": "ticket"}
+_PER_UNIT = r"(?:/(?P<per>" + "|".join(sorted(_PER, key=len, reverse=True)) + r")(?![\w/]))?"
 BEFORE = re.compile(rf"(?<![\w$€£¥₹])(?P<sym>{_SYMBOL}|(?:{_CODE})\s?)"
-                     rf"{_AMOUNT}{_SCALE}(?![\w]|[.,]\d)")
+                    rf"{_AMOUNT}{_SCALE}{_PER_UNIT}(?![\w/]|[.,]\d)")
 AFTER = re.compile(rf"(?<![\w.,$€£¥₹]){_AMOUNT}{_SCALE}(?:\s?(?P<sym>[€£¥₹$]|(?:{_CODE})\b|¢)"
                     r"|(?P<pence>p)(?!\w|\.\w))")
 
@@ -74,7 +79,12 @@ def _say(m: re.Match[str], options: NormalizeOptions) -> str:
     return " and ".join(parts)
 
 
+def _with_per(m: re.Match[str], options: NormalizeOptions) -> str:
+    per = m.groupdict().get("per")
+    return _say(m, options) + (f" per {_PER[per]}" if per else "")
+
+
 def money(text: str, options: NormalizeOptions) -> str:
     """Amounts with a currency symbol or code, before or after, in words."""
-    text = BEFORE.sub(lambda m: _say(m, options), text)
+    text = BEFORE.sub(lambda m: _with_per(m, options), text)
     return AFTER.sub(lambda m: _say(m, options), text)

@@ -4,7 +4,8 @@
 five, oh one two three"; ``+1 415 555 0123`` "plus one, four one five, ..."; zero is "oh", as
 US announcers say it. Found by shape: a North American number (three, three and four digits,
 with an optional ``+1`` or ``1-``, brackets, spaces, dots or hyphens), a seven-digit
-``555-0123``, an international ``+`` number of separated groups, or any digits right after
+``555-0123``, an international ``+`` number of separated groups, a national number with its
+leading zero in groups (``0800 123 4567``), or any digits (in groups) right after
 ``call``, ``dial``, ``phone``, ``tel``, ``text``, ``fax`` (``Dial 911``). ``100-2000`` after
 ``from``, ``between``, ``pages``, ``rooms``... is a range, not a number to call.
 """
@@ -22,8 +23,10 @@ _NANP = re.compile(r"(?<![\w+(-])(?P<country>\+?1[\s.-]|\+1)?(?:\((?P<area1>\d{3
                    r"(?P<area2>\d{3})[\s.-])(?P<exchange>\d{3})[\s.-](?P<line>\d{4})(?![\w-]|\.\d)")
 _LOCAL = re.compile(r"(?<![\w.,:/+-])(?P<exchange>\d{3})-(?P<line>\d{4})(?![\w-]|[.,]\d)")
 _INTERNATIONAL = re.compile(r"(?<![\w+])\+(?P<groups>\d{1,3}(?:[ .-]\d{1,4}){1,5})(?![\w]|[.-]\d)")
+_TRUNK = re.compile(r"(?<![\w.,:/+-])(?P<number>0\d{2,4}+(?:[ -]\d{3,4}+){1,2}+)(?![\w-]|[.,]\d)")
+"""A national number with its leading zero, in groups (``0800 123 4567``, ``020 7946 0958``)."""
 _DIALED = re.compile(r"(?i:\b(?:call|dial|phone|tel|telephone|text|fax|ring)\b\.?:?)\s"
-                     r"(?P<number>\d{2,15})(?![\w]|[.,]\d)")
+                     r"(?P<number>\d{2,15}+(?:[ .-]\d{2,6}+){0,4}+)(?![\w]|[.,-]\d)")
 
 
 _NOT_PHONE = frozenset({"from", "between", "page", "pages", "pp.", "room", "rooms", "seat", "seats",
@@ -53,5 +56,6 @@ def phones(text: str, options: NormalizeOptions) -> str:
     text = _NANP.sub(_nanp, text)
     text = _INTERNATIONAL.sub(lambda m: "plus " + _groups(*re.split(r"[ .-]", m["groups"])), text)
     text = _LOCAL.sub(lambda m: _local(m, text), text)
+    text = _TRUNK.sub(lambda m: _groups(*re.split(r"[ -]", m["number"])), text)
     return _DIALED.sub(lambda m: m.group(0)[:m.start("number") - m.start()]
-                       + _groups(m["number"]), text)
+                       + _groups(*re.split(r"[ .-]", m["number"])), text)

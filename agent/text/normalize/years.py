@@ -28,7 +28,7 @@ YEAR_WORDS = frozenset({
 _YEAR = re.compile(r"(?<![\w.,$€£¥#-])(?P<year>1\d{3}|20\d{2})"
                    r"(?P<era>\s(?:AD|BC|BCE|CE)\b)?(?!\w|[.,:/]\d|-\d)")
 _DECADE = re.compile(r"(?<![\w.,$€£¥#-])(?P<year>1\d{2}0|20\d0)'?s\b")
-_SHORT_DECADE = re.compile(r"(?:(?<![\w])['’]|(?<=\bthe\s))(?P<tens>[2-9]0)s\b")
+_SHORT_DECADE = re.compile(r"(?:(?<![\w])['’]|(?<=\b[Tt]he\s)|(?<=\bTHE\s))(?P<tens>[2-9]0)'?s\b")
 
 
 def _announced(text: str, start: int) -> bool:
