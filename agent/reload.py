@@ -1,7 +1,8 @@
 """What a reload changes in the running agent.
 
 - SIGHUP (:meth:`agent.service.AgentService.reload`): the settings file is read again and
-  every voice re-checked. Of the settings only ``[log]`` (level, format) is applied at once;
+  every voice re-checked. Of the settings only ``[log]`` (level, format) and the Home
+  Assistant discovery fields of ``[mqtt]`` (:data:`LIVE_MQTT_FIELDS`) are applied at once;
   other changed sections are logged as needing a restart (the running parts keep the
   settings they were built with). An unreadable or invalid file keeps the old settings.
 - The ``reload`` command (dispatch thread): re-check one voice or all of them, or switch a
@@ -28,9 +29,13 @@ if TYPE_CHECKING:
     from agent.mqtt.protocol import ReloadCommand
     from agent.settings import Settings
 
-__all__ = ["lexicon_summary", "reload_command", "reload_settings", "voices_summary"]
+__all__ = ["LIVE_MQTT_FIELDS", "lexicon_summary", "reload_command", "reload_settings",
+           "voices_summary"]
 
 log = get_logger(__name__)
+
+LIVE_MQTT_FIELDS = ("ha_discovery", "ha_prefix", "ha_device_name", "ha_priority")
+"""``[mqtt]`` fields a reload applies at once (Home Assistant discovery, via its add-on)."""
 
 
 def reload_settings(current: Settings, load_settings: Callable[[], Settings],
@@ -50,7 +55,11 @@ def reload_settings(current: Settings, load_settings: Callable[[], Settings],
     if "log" in changed:
         configure_logging(new.log.level, new.log.format)
         current = current.model_copy(update={"log": new.log})
-    restart = [name for name in changed if name != "log"]
+    if "mqtt" in changed and new.mqtt.topic_prefix == current.mqtt.topic_prefix:
+        live = {name: getattr(new.mqtt, name) for name in LIVE_MQTT_FIELDS}
+        current = current.model_copy(update={"mqtt": current.mqtt.model_copy(update=live)})
+    restart = [name for name in changed if name != "log"
+               and getattr(new, name) != getattr(current, name)]
     if restart:
         log.warning("settings_need_restart", sections=restart)
     log.info("settings_reloaded", changed=changed, log_level=current.log.level)

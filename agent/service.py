@@ -263,6 +263,7 @@ class AgentService:
         if load_settings is not None:
             self.settings, text = reload_settings(self.settings, load_settings)
             parts.append(text)
+            self.addons.on_reload()
         parts.append(voices_summary(self.voices.reload()))
         parts += lexicon_summary(self.voices)
         self.reporter.request()
@@ -365,8 +366,9 @@ class AgentService:
             pin_current_thread(self.profile.runtime.options)
 
     def _set_volume(self, volume: float) -> None:
-        """Dispatch thread."""
+        """Dispatch thread: the retained health report shows the new volume at once."""
         self.volume = volume
+        self.reporter.request()
 
     # -- health ---------------------------------------------------------------------------
 

@@ -7,8 +7,9 @@ library, transport and pipeline exist) and returns ``None`` when its settings sw
 The service calls, on its main thread, :meth:`Addon.start` after the core workers run,
 :meth:`Addon.stop` early in a stop (right after the MQTT intake closes, so that no add-on takes
 new work while the queue drains), and, on the MQTT network thread after every connect,
-:meth:`Addon.on_connected`. An add-on that fails to start is logged and left out; it never stops
-the agent.
+:meth:`Addon.on_connected`; after a SIGHUP reload, an add-on's optional ``on_reload()`` (it reads
+the service's settings again). An add-on that fails to start is logged and left out; it never
+stops the agent.
 
 To add one: write ``build(service) -> Addon | None`` in the feature's own module and list it in
 :data:`FACTORIES`.
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from agent.library.lexicon import build as lexicon_addon
 from agent.logs import get_logger
+from agent.mqtt.ha_addon import build as ha_discovery_addon
 from agent.wyoming.addon import build as wyoming_addon
 
 if TYPE_CHECKING:
@@ -47,7 +49,7 @@ class Addon(Protocol):
 
 Factory = Callable[["AgentService"], "Addon | None"]
 
-FACTORIES: list[Factory] = [lexicon_addon, wyoming_addon]
+FACTORIES: list[Factory] = [lexicon_addon, wyoming_addon, ha_discovery_addon]
 """Every add-on's factory, in start order."""
 
 
@@ -85,6 +87,17 @@ class AddonSet:
                 addon.on_connected()
             except Exception as exc:
                 log.error("addon_connect_hook_failed", addon=addon.name, error=str(exc))
+
+    def on_reload(self) -> None:
+        """After a SIGHUP re-read the settings: each add-on with an ``on_reload()`` applies
+        what it can of them (reload thread)."""
+        for addon in self.running:
+            hook = getattr(addon, "on_reload", None)
+            try:
+                if callable(hook):
+                    hook()
+            except Exception as exc:
+                log.error("addon_reload_failed", addon=addon.name, error=str(exc))
 
     def get(self, name: str) -> Addon | None:
         """The running add-on called ``name`` (tests, health)."""

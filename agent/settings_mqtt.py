@@ -15,6 +15,10 @@ from agent.settings_paths import AbsPath, SecretPath
 __all__ = ["JournalSettings", "MqttSettings"]
 
 
+_PREFIX_PATTERN = r"^[A-Za-z0-9_-][A-Za-z0-9_/-]{0,63}$"
+"""A topic prefix: one or more levels, no wildcards, no leading ``$`` or ``/``."""
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -43,7 +47,7 @@ class MqttSettings(_Section):
     host: str = Field(default="localhost", min_length=1, max_length=253, description="Broker host.")
     port: int = Field(default=1883, ge=1, le=65535, description="Broker port.")
     topic_prefix: str = Field(
-        default="tts", pattern=r"^[A-Za-z0-9_-][A-Za-z0-9_/-]{0,63}$",
+        default="tts", pattern=_PREFIX_PATTERN,
         description="First level(s) of every topic; no wildcards.",
     )
     protocol: Literal["5", "3.1.1"] = Field(default="5", description="MQTT protocol version.")
@@ -94,6 +98,19 @@ class MqttSettings(_Section):
         "request per interval."))
     journal: JournalSettings = Field(default_factory=JournalSettings,
                                      description="The request journal.")
+    ha_discovery: bool = Field(default=False, description=(
+        "Announce the device to Home Assistant through MQTT discovery (docs/home-assistant.md); "
+        "switched off, a discovery message this agent published before is removed."))
+    ha_prefix: str = Field(
+        default="homeassistant", pattern=_PREFIX_PATTERN,
+        description="Home Assistant's discovery prefix (its MQTT integration's setting); "
+                    "no wildcards, apart from topic_prefix.")
+    ha_device_name: str | None = Field(
+        default=None, min_length=1, max_length=64,
+        description="The device's name in Home Assistant; default the device id.")
+    ha_priority: Literal["low", "normal", "high", "urgent"] = Field(
+        default="normal", description="Priority of a plain-text message from Home Assistant's "
+        "notify entity (a JSON speak command sent there carries its own).")
 
     @field_validator("groups")
     @classmethod
@@ -109,6 +126,16 @@ class MqttSettings(_Section):
             raise ValueError("cert_file and key_file must be given together")
         if self.password is not None and self.password_file is not None:
             raise ValueError("give password or password_file, not both")
+        return self
+
+    @model_validator(mode="after")
+    def _check_ha_prefix(self) -> MqttSettings:
+        if self.ha_prefix.endswith("/") or "//" in self.ha_prefix:
+            raise ValueError(f"ha_prefix {self.ha_prefix!r} has an empty topic level")
+        ours, theirs = self.topic_prefix + "/", self.ha_prefix + "/"
+        if ours.startswith(theirs) or theirs.startswith(ours):
+            raise ValueError(f"ha_prefix {self.ha_prefix!r} and topic_prefix "
+                             f"{self.topic_prefix!r} must not contain each other")
         return self
 
     def resolved_password(self) -> SecretStr | None:

@@ -12,7 +12,8 @@
 #            /etc/tts-agent/mqtt-password (only if absent) and the link to it that the unit's
 #            optional credential reads, /etc/credstore/tts-agent.mqtt-password; then
 #            daemon-reload, enable and (re)start when systemd runs the machine.
-# uninstall: stop and disable, then remove all of that. An edited agent.toml, a non-empty
+# uninstall: stop and disable, remove the Home Assistant discovery message the agent published,
+#            then remove all of that. An edited agent.toml, a non-empty
 #            mqtt-password and a password of your own in /etc/credstore are kept unless --purge.
 #
 # Options:
@@ -370,12 +371,27 @@ prune_empty_parents() {
   done
 }
 
+remove_ha_discovery() {
+  # Home Assistant forgets the device: the discovery message the agent published (its cache
+  # names the topic) is removed from the broker with the agent's own settings and password.
+  # Not fatal: with the broker away it stays (docs/home-assistant.md says how to remove it).
+  [ -z "$DESTDIR" ] && [ -e "$CACHE_DIR/ha-discovery.json" ] && [ -x "$VENV/bin/python" ] \
+    || return 0
+  say "removing the Home Assistant discovery message from the broker"
+  if ! (cd "$STATE_DIR" && unset "${!TTS_AGENT_@}" \
+        && CREDENTIALS_DIRECTORY="$CONF_DIR" timeout 60 "$VENV/bin/python" -m agent \
+             --config "$CONF_DIR/agent.toml" ha-discovery --remove >/dev/null); then
+    note "could not remove it: run 'tts-agent ha-discovery --remove' with these settings"
+  fi
+}
+
 cmd_uninstall() {
   need_root uninstall
   if systemd_running; then
     say "stopping and disabling the service"
     systemctl disable --now "$UNIT_NAME" >/dev/null 2>&1 || true
   fi
+  remove_ha_discovery
   say "removing tts-agent"
   rm -f "$ROOT$UNIT_DIR/$UNIT_NAME"
   rm -rf "$ROOT$UNIT_DIR/$UNIT_NAME.d"

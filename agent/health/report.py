@@ -75,6 +75,8 @@ class RequestsSection(TypedDict):
     synthesis_s: Quantiles | None
     rtf: Quantiles | None
     first_audio_s: Quantiles | None
+    last_synthesis_s: float | None
+    """How long the most recent request that was synthesized took to synthesize (s)."""
 
 
 class WorkerReport(TypedDict):

@@ -133,6 +133,7 @@ class RequestStats:
         self._lock = threading.Lock()
         self._totals = dict.fromkeys(OUTCOMES, 0)
         self._window: deque[_Sample] = deque(maxlen=window)
+        self._last_synthesis_s: float | None = None
 
     def record(
         self,
@@ -153,11 +154,14 @@ class RequestStats:
         with self._lock:
             self._totals[outcome] += 1
             self._window.append(sample)
+            if sample.synthesis_s is not None:
+                self._last_synthesis_s = sample.synthesis_s
 
     def snapshot(self) -> RequestsSection:
         with self._lock:
             totals = dict(self._totals)
             samples = list(self._window)
+            last_synthesis_s = self._last_synthesis_s
 
         def quantiles(values: list[float]) -> Quantiles | None:
             if not values:
@@ -180,6 +184,8 @@ class RequestStats:
             "rtf": quantiles([r for s in samples if (r := s.rtf) is not None]),
             "first_audio_s": quantiles([s.first_audio_s for s in samples
                                         if s.first_audio_s is not None]),
+            "last_synthesis_s": (None if last_synthesis_s is None
+                                 else round(last_synthesis_s, 4)),
         }
 
 

@@ -36,15 +36,8 @@ from agent.mqtt.refused import RefusedTopicMessage, hand_on_refused
 from agent.mqtt.topics import Topic, TopicError, TopicFilter
 from agent.settings import MqttSettings
 
-__all__ = [
-    "MAX_QUEUED_MESSAGES",
-    "Backoff",
-    "ClientConfigError",
-    "InboundMessage",
-    "MqttClient",
-    "OutboundMessage",
-    "Publication",
-]
+__all__ = ["MAX_QUEUED_MESSAGES", "Backoff", "ClientConfigError", "InboundMessage", "MqttClient",
+           "OutboundMessage", "Publication"]
 
 log = get_logger(__name__)
 
@@ -153,7 +146,7 @@ class MqttClient:
         self._ready = threading.Event()
         self._thread: threading.Thread | None = None
         self._connects = 0
-        self._pending_subs: set[int] = set()
+        self._pending_subs: dict[int, tuple[TopicFilter, ...]] = {}  # SUBSCRIBE mid: filters
         self._ack_lock = threading.Lock()
         self._ack_waiters: dict[int, threading.Event] = {}
         self._early_acks: set[int] = set()
@@ -207,6 +200,15 @@ class MqttClient:
     def wait_ready(self, timeout: float) -> bool:
         """Wait until connected and every subscription is acknowledged."""
         return self._ready.wait(timeout)
+
+    def add_subscriptions(self, filters: Sequence[TopicFilter]) -> None:
+        """Follow ``filters`` too (before :meth:`start`, or at once when connected). Any thread."""
+        new = tuple(f for f in filters if f not in self._subscriptions)
+        if not new:
+            return
+        self._subscriptions = (*self._subscriptions, *new)
+        if self.connected:
+            self._subscribe(new)
 
     def publish(self, message: OutboundMessage) -> Publication:
         """Queue ``message`` for sending; never blocks on the network. Any thread."""
@@ -323,6 +325,9 @@ class MqttClient:
         if not self._subscriptions:
             self._ready.set()
             return
+        self._subscribe(self._subscriptions)
+
+    def _subscribe(self, filters: tuple[TopicFilter, ...]) -> None:
         if self.mqtt5:
             # Retained messages only for a new subscription: a re-subscribe after a reconnect
             # must not replay a retained command. Retain-As-Published: a message published
@@ -331,22 +336,21 @@ class MqttClient:
             options = SubscribeOptions(
                 qos=1, retainAsPublished=True,
                 retainHandling=SubscribeOptions.RETAIN_SEND_IF_NEW_SUB)
-            rc, mid = self._paho.subscribe([(f.value, options) for f in self._subscriptions])
+            rc, mid = self._paho.subscribe([(f.value, options) for f in filters])
         else:
-            rc, mid = self._paho.subscribe([(f.value, 1) for f in self._subscriptions])
+            rc, mid = self._paho.subscribe([(f.value, 1) for f in filters])
         if rc == MQTTErrorCode.MQTT_ERR_SUCCESS and mid is not None:
-            self._pending_subs.add(mid)
+            self._pending_subs[mid] = filters
         else:
             log.error("mqtt_subscribe_failed", rc=str(rc))
 
     def _handle_subscribe(self, client: paho.Client, userdata: Any, mid: int,
                           reasons: list[Any], properties: Any) -> None:
         """Network thread: SUBACK received."""
-        for topic_filter, reason in zip(self._subscriptions, reasons, strict=False):
+        for topic_filter, reason in zip(self._pending_subs.pop(mid, ()), reasons, strict=False):
             if reason.is_failure:
                 log.error("mqtt_subscription_refused", topic=topic_filter.value,
                           reason=str(reason))
-        self._pending_subs.discard(mid)
         if not self._pending_subs:
             self._ready.set()
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from agent.logs import get_logger
@@ -82,6 +83,7 @@ class Intake:
         self.max_text_chars = max_text_chars
         self.hermes_site_id = hermes_site_id
         self._closed = threading.Event()
+        self._listeners: dict[Topic, Callable[[InboundMessage], None]] = {}
         self.duplicates = 0
         """Repeated ids answered without queueing the command again."""
 
@@ -96,10 +98,31 @@ class Intake:
         """Refuse everything from now on (shutdown). Any thread."""
         self._closed.set()
 
+    def listen(self, topic: Topic, handler: Callable[[InboundMessage], None]) -> None:
+        """Hand every non-empty message on ``topic`` to ``handler`` (network thread; it must
+        not block) instead of routing it as a command; an add-on's own topic (Home Assistant's
+        birth message and notify entity). Call before the client starts or from its thread."""
+        self._listeners = {**self._listeners, topic: handler}
+
+    def submit(self, request: Request) -> None:
+        """Network thread: queue a request an add-on built (deduplicated, bounded, answered
+        ``rejected`` when the queue is full or the agent is stopping), like a command's."""
+        self._enqueue(request)
+
+    def refuse(self, exc: CommandRejected, name: str) -> None:
+        """Network thread: answer a message an add-on could not turn into a request."""
+        if exc.request_id is None:
+            exc.request_id = new_request_id()
+        self._reject(exc, name, None, None)
+
     def on_message(self, message: InboundMessage) -> None:
         """Network thread: validate, dedupe, enqueue, or answer with ``rejected``."""
         if message.retain and not message.payload:
             log.debug("retained_message_cleared", topic=message.topic.value)
+            return
+        listener = self._listeners.get(message.topic)
+        if listener is not None:
+            listener(message)
             return
         if message.topic == HERMES_SAY:
             if self.hermes_site_id is not None:

@@ -15,7 +15,13 @@ Layout under a prefix (default ``tts``)::
     {prefix}/reply/{client}             default reply topic of ``tts-agent send --wait``
                                         (the reply space: a Response Topic under the prefix
                                         must be in it or be the device's own events topic)
+    {prefix}/{device}/ha/notify         plain text to speak, from Home Assistant's notify
+                                        entity (followed only with mqtt.ha_discovery on)
     hermes/tts/say, hermes/tts/sayFinished, hermes/error/tts   Hermes (Rhasspy/Snips) TTS
+
+Home Assistant's discovery topics live under its own prefix (default ``homeassistant``):
+``{ha_prefix}/device/{node}/config`` (retained) and ``{ha_prefix}/status`` (its birth message);
+see :class:`DiscoveryTopics`.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ __all__ = [
     "MAX_TOPIC_BYTES",
     "CommandRoute",
     "DeviceTopics",
+    "DiscoveryTopics",
     "Namespace",
     "Topic",
     "TopicError",
@@ -221,6 +228,11 @@ class DeviceTopics:
     def health(self) -> Topic:
         return self.base.child("health")
 
+    @property
+    def ha_notify(self) -> Topic:
+        """Plain text (or a speak command's JSON) from Home Assistant's notify entity."""
+        return self.base.child("ha", "notify")
+
     def _device_filter(self) -> TopicFilter:
         return TopicFilter(f"{self.base.value}/cmd/+")
 
@@ -282,3 +294,34 @@ class DeviceTopics:
         if not self.namespace.space().matches(topic):
             return True
         return topic == self.events or self.namespace.reply_space().matches(topic)
+
+
+@dataclass(frozen=True, slots=True)
+class DiscoveryTopics:
+    """Home Assistant's MQTT discovery topics for one device, under Home Assistant's prefix.
+
+    Home Assistant allows only ``[A-Za-z0-9_-]`` in a discovery topic's node id, so the device
+    id's dots become underscores there (:attr:`node_id`).
+    """
+
+    prefix: str
+    device_id: str
+
+    def __post_init__(self) -> None:
+        Namespace(self.prefix)  # the same prefix rules as the agent's own
+        _level(self.device_id, "device id")
+
+    @property
+    def node_id(self) -> str:
+        return "".join(c if c.isascii() and (c.isalnum() or c in "_-") else "_"
+                       for c in self.device_id)
+
+    @property
+    def config(self) -> Topic:
+        """The device's one discovery message (retained)."""
+        return Topic(self.prefix).child("device", self.node_id, "config")
+
+    @property
+    def birth(self) -> Topic:
+        """Home Assistant's status: ``online`` when it (re)starts, ``offline`` when it stops."""
+        return Topic(self.prefix).child("status")

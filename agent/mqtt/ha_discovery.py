@@ -1,0 +1,161 @@
+"""Home Assistant MQTT discovery: the one device-based discovery message that makes the agent
+appear in Home Assistant (docs/home-assistant.md), and how a message from its notify entity
+becomes a speak request.
+
+The message, retained on ``{ha_prefix}/device/{node}/config``, has the ``dev`` block (the
+device), the ``o`` block (the origin: this agent) and ``cmps``, one entry per entity:
+
+- ``speak`` (``notify``): Home Assistant publishes the message as it is on
+  ``{prefix}/{device}/ha/notify``; the agent speaks plain text with ``mqtt.ha_priority`` and
+  the default voice, and reads a message that is a JSON object as a ``speak`` command (its own
+  ``priority``, ``voice``, ``id``, ...). Either way it is a speak request like any other: its
+  events come on the device's events topic.
+- ``volume`` (``number``, percent): the ``volume`` command; its state from the health report.
+- ``stop`` and ``stop_all`` (``button``): the ``stop`` command, the second with
+  ``clear_queue``.
+- ``state``, ``queue``, ``last_synthesis``, ``voice``, ``version`` (``sensor``) and
+  ``problem`` (``binary_sensor``, on while the health state is not ``ok``, its reasons as
+  attributes): from the retained health report.
+
+Every entity is available only while the retained status says ``online`` (``offline`` and
+``stopped`` make it unavailable). Unique ids are built from the device id alone, so they stay
+the same across restarts, voice changes and model swaps. Templates only read ``value_json``
+paths that the health report and the status always carry, and ``value`` (the number).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agent.mqtt.client import InboundMessage
+from agent.mqtt.intake import RETAINED_REASON, Request
+from agent.mqtt.protocol import CommandRejected, parse_command
+from agent.mqtt.topics import DeviceTopics
+
+__all__ = ["MAX_CONFIG_BYTES", "ORIGIN", "DiscoveryInfo", "discovery_payload",
+           "notify_request", "unique_id"]
+
+ORIGIN = "tts-agent"
+"""The origin's name in the ``o`` block (and the prefix of every unique id)."""
+MAX_CONFIG_BYTES = 16 * 1024
+"""Bound on the discovery message: well under the broker limits in common use."""
+
+_AVAILABILITY = "{{ 'online' if value_json.state == 'online' else 'offline' }}"
+_PROBLEM = "{{ 'OFF' if value_json.state == 'ok' else 'ON' }}"
+_REASONS = "{{ {'reasons': value_json.reasons} | tojson }}"
+_VOLUME_COMMAND = '{"volume": {{ value / 100 }}}'
+_VOLUME_STATE = "{{ (value_json.audio.volume * 100) | round(0) }}"
+
+
+def _path(path: str) -> str:
+    return "{{ value_json." + path + " }}"
+
+
+def unique_id(device_id: str, key: str) -> str:
+    """The unique id of one entity: the device id and the entity's key, nothing that changes."""
+    return f"{ORIGIN}-{device_id}-{key}"
+
+
+class DiscoveryInfo:
+    """What the message says about the device (the ``dev`` and ``o`` blocks)."""
+
+    def __init__(self, *, device_id: str, name: str | None, version: str,
+                 hardware: str | None) -> None:
+        self.device_id = device_id
+        self.name = name or device_id
+        self.version = version
+        self.hardware = hardware
+
+    def device(self) -> dict[str, Any]:
+        block: dict[str, Any] = {"name": self.name, "identifiers": [f"{ORIGIN}-{self.device_id}"],
+                                 "manufacturer": "edge-tts-agent", "model": "TTS agent",
+                                 "sw_version": self.version}
+        if self.hardware:
+            block["hw_version"] = self.hardware[:128]
+        return block
+
+
+def _components(info: DiscoveryInfo, topics: DeviceTopics) -> dict[str, dict[str, Any]]:
+    health = topics.health.value
+
+    def sensor(name: str, template: str, **extra: Any) -> dict[str, Any]:
+        return {"p": "sensor", "name": name, "state_topic": health, "value_template": template,
+                **extra}
+
+    components: dict[str, dict[str, Any]] = {
+        "speak": {"p": "notify", "name": "Speak", "command_topic": topics.ha_notify.value,
+                  "qos": 1, "retain": False},
+        "volume": {"p": "number", "name": "Volume", "command_topic":
+                   topics.command("volume").value, "command_template": _VOLUME_COMMAND,
+                   "state_topic": health, "value_template": _VOLUME_STATE, "min": 0,
+                   "max": 100, "step": 1, "unit_of_measurement": "%", "mode": "slider",
+                   "qos": 1, "retain": False},
+        "stop": {"p": "button", "name": "Stop", "command_topic": topics.command("stop").value,
+                 "payload_press": "{}", "qos": 1, "retain": False},
+        "stop_all": {"p": "button", "name": "Stop and clear queue",
+                     "command_topic": topics.command("stop").value,
+                     "payload_press": json.dumps({"clear_queue": True}), "qos": 1,
+                     "retain": False},
+        "state": sensor("State", _path("state"), device_class="enum",
+                        options=["ok", "degraded", "failing"], entity_category="diagnostic"),
+        "queue": sensor("Queue", _path("queue.pending"), state_class="measurement",
+                        unit_of_measurement="requests"),
+        "last_synthesis": sensor("Last synthesis time", _path("requests.last_synthesis_s"),
+                                 device_class="duration", unit_of_measurement="s",
+                                 state_class="measurement", suggested_display_precision=2),
+        "voice": sensor("Voice", _path("voices.default")),
+        "version": sensor("Version", _path("version"), entity_category="diagnostic"),
+        "problem": {"p": "binary_sensor", "name": "Problem", "device_class": "problem",
+                    "state_topic": health, "value_template": _PROBLEM,
+                    "json_attributes_topic": health, "json_attributes_template": _REASONS,
+                    "entity_category": "diagnostic"},
+    }
+    for key, component in components.items():
+        component["unique_id"] = unique_id(info.device_id, key)
+    return components
+
+
+def discovery_payload(info: DiscoveryInfo, topics: DeviceTopics) -> bytes:
+    """The retained discovery message for the device (JSON, at most :data:`MAX_CONFIG_BYTES`)."""
+    message = {
+        "dev": info.device(),
+        "o": {"name": ORIGIN, "sw_version": info.version},
+        "cmps": _components(info, topics),
+        "availability": [{"topic": topics.status.value, "value_template": _AVAILABILITY,
+                          "payload_available": "online", "payload_not_available": "offline"}],
+    }
+    payload = json.dumps(message, separators=(",", ":")).encode()
+    if len(payload) > MAX_CONFIG_BYTES:  # only a far longer device id or name could do this
+        raise ValueError(f"discovery message is {len(payload)} bytes, over {MAX_CONFIG_BYTES}")
+    return payload
+
+
+def notify_request(message: InboundMessage, *, priority: str, max_payload_bytes: int,
+                   max_text_chars: int) -> Request:
+    """A speak request from a message on the notify topic; raises :class:`CommandRejected`.
+
+    Plain text is spoken with ``priority``; a payload that starts with ``{`` is read as a
+    ``speak`` command. Retained messages are refused like retained commands, and so is a
+    payload over ``max_payload_bytes`` or text over ``max_text_chars``.
+    """
+    payload = message.payload
+    if message.retain:
+        raise CommandRejected(RETAINED_REASON, command="speak")
+    if len(payload) > max_payload_bytes:
+        raise CommandRejected(f"payload too large: {len(payload)} bytes, limit "
+                              f"{max_payload_bytes}", command="speak")
+    if payload.lstrip()[:1] != b"{":
+        try:
+            text = payload.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CommandRejected(f"payload is not UTF-8: {exc.reason}",
+                                  command="speak") from None
+        if not text.strip():
+            raise CommandRejected("text is empty", command="speak")
+        payload = json.dumps({"text": text, "priority": priority}).encode()
+    command = parse_command("speak", payload, max_payload_bytes=max(len(payload),
+                                                                    max_payload_bytes),
+                            max_text_chars=max_text_chars)
+    deadline = None if message.expiry_s is None else message.received + message.expiry_s
+    return Request(command, "speak", None, None, None, deadline, message.received)

@@ -1,0 +1,115 @@
+"""Home Assistant discovery pieces without a broker: the settings, the topics, the message,
+the notify mapping, the marker file and what a reload applies."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from agent.mqtt.client import InboundMessage
+from agent.mqtt.ha_addon import published_topic
+from agent.mqtt.ha_discovery import DiscoveryInfo, discovery_payload, notify_request
+from agent.mqtt.protocol import CommandRejected, SpeakCommand
+from agent.mqtt.topics import DiscoveryTopics, Namespace, Topic, TopicError
+from agent.reload import reload_settings
+from agent.settings import MqttSettings, Settings
+
+
+def message(topic: str, payload: bytes, *, retain: bool = False) -> InboundMessage:
+    return InboundMessage(topic=Topic(topic), payload=payload, retain=retain, duplicate=False,
+                          response_topic=None, correlation_data=None, expiry_s=None,
+                          received=time.monotonic())
+
+
+def test_settings_defaults_and_checks() -> None:
+    mqtt = MqttSettings()
+    assert (mqtt.ha_discovery, mqtt.ha_prefix, mqtt.ha_priority) == (False, "homeassistant",
+                                                                     "normal")
+    assert MqttSettings(ha_prefix="ha/site-1").ha_prefix == "ha/site-1"
+    for bad in ("ha/#", "+", "$SYS", "/ha", "ha/", "ha//x", "tts", "tts/ha"):
+        with pytest.raises(ValidationError, match="ha_prefix"):
+            MqttSettings(ha_prefix=bad)
+    with pytest.raises(ValidationError, match="must not contain each other"):
+        MqttSettings(topic_prefix="homeassistant/tts")
+    with pytest.raises(ValidationError, match="ha_priority"):
+        MqttSettings(ha_priority="loud")
+
+
+def test_discovery_topics() -> None:
+    topics = DiscoveryTopics("homeassistant", "kiosk.1")
+    assert topics.node_id == "kiosk_1"
+    assert topics.config.value == "homeassistant/device/kiosk_1/config"
+    assert topics.birth.value == "homeassistant/status"
+    assert Namespace("tts").device("kiosk.1").ha_notify.value == "tts/kiosk.1/ha/notify"
+    with pytest.raises(TopicError):
+        DiscoveryTopics("homeassistant/", "kiosk")
+
+
+def test_unique_ids_depend_on_the_device_id_alone() -> None:
+    topics = Namespace("tts").device("kiosk-1")
+    one = json.loads(discovery_payload(DiscoveryInfo(
+        device_id="kiosk-1", name=None, version="0.1.0", hardware=None), topics))
+    two = json.loads(discovery_payload(DiscoveryInfo(
+        device_id="kiosk-1", name="Lobby", version="9.9.9", hardware="Pi 5 (profile rpi5)"),
+        topics))
+    assert {k: c["unique_id"] for k, c in one["cmps"].items()} == {
+        k: c["unique_id"] for k, c in two["cmps"].items()}
+    assert all("p" in c and c["unique_id"].startswith("tts-agent-kiosk-1-")
+               for c in one["cmps"].values())
+    assert two["dev"]["hw_version"] == "Pi 5 (profile rpi5)" and "hw_version" not in one["dev"]
+    assert one["dev"]["name"] == "kiosk-1" and two["dev"]["name"] == "Lobby"
+
+
+def test_notify_request_plain_text_and_json() -> None:
+    limits = {"priority": "high", "max_payload_bytes": 1024, "max_text_chars": 100}
+    plain = notify_request(message("tts/t1/ha/notify", "Doors closing, «now».".encode()),
+                           **limits)
+    assert isinstance(plain.command, SpeakCommand) and plain.name == "speak"
+    assert (plain.command.text, plain.command.priority) == ("Doors closing, «now».", "high")
+    assert plain.command.id  # generated
+    as_json = notify_request(message("tts/t1/ha/notify",
+                                     b' {"id": "a-1", "text": "Hi.", "voice": "v"}'), **limits)
+    assert isinstance(as_json.command, SpeakCommand)
+    assert (as_json.id, as_json.command.voice, as_json.command.priority) == ("a-1", "v", "normal")
+    refused = {
+        b"": "text is empty",
+        b"  ": "text is empty",
+        b"\xff\xfe": "not UTF-8",
+        b"x" * 101: "longer than 100",
+        b"x" * 1025: "payload too large",
+        b'{"text": "Hi.", "colour": "red"}': "unknown field 'colour'",
+        b"{not json": "malformed JSON",
+    }
+    for payload, reason in refused.items():
+        with pytest.raises(CommandRejected, match=reason) as caught:
+            notify_request(message("tts/t1/ha/notify", payload), **limits)
+        assert "\n" not in caught.value.reason
+    with pytest.raises(CommandRejected, match="retained"):
+        notify_request(message("tts/t1/ha/notify", b"Hi.", retain=True), **limits)
+
+
+def test_marker_is_read_only_when_it_names_a_discovery_topic(tmp_path: Path) -> None:
+    marker = tmp_path / "ha-discovery.json"
+    assert published_topic(marker) is None
+    marker.write_text(json.dumps({"topic": "ha/site/device/k_1/config"}))
+    assert published_topic(marker) == Topic("ha/site/device/k_1/config")
+    for junk in ('{"topic": "tts/k1/status"}', '{"topic": "a/#"}', "[1]", "{", "\xff" * 9000,
+                 '{"topic": 5}'):
+        marker.write_text(junk)
+        assert published_topic(marker) is None
+
+
+def test_reload_applies_the_discovery_settings_at_once() -> None:
+    current = Settings(device_id="t1", mqtt={"ha_discovery": True})
+    off = Settings(device_id="t1", mqtt={"ha_discovery": False, "ha_prefix": "ha"})
+    applied, text = reload_settings(current, lambda: off)
+    assert (applied.mqtt.ha_discovery, applied.mqtt.ha_prefix) == (False, "ha")
+    assert "restart needed" not in text
+    moved = Settings(device_id="t1", mqtt={"ha_discovery": False, "port": 1884})
+    applied, text = reload_settings(current, lambda: moved)
+    assert applied.mqtt.ha_discovery is False and applied.mqtt.port == 1883
+    assert "restart needed for mqtt" in text
