@@ -4,10 +4,11 @@ the key, the languages, and bounded work on hostile input."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
-from agent.text.normalize import NormalizeOptions, Normalizer, spoken
+from agent.text.normalize import RULES_DIGEST, NormalizeOptions, Normalizer, rules_digest, spoken
 from agent.text.normalize.say_as import say_as
 
 MDY = Normalizer(NormalizeOptions())
@@ -164,6 +165,20 @@ def test_key_follows_the_options() -> None:
     assert MDY.key == Normalizer().key
     assert MDY.key != DMY.key != YMD.key
     assert "date_order=dmy" in DMY.key
+
+
+def test_key_follows_the_rules(tmp_path: Path) -> None:
+    assert RULES_DIGEST in MDY.key
+    (tmp_path / "money.py").write_text("RATE = 1\n", encoding="utf-8")
+    (tmp_path / "notes.md").write_text("not a rule\n", encoding="utf-8")
+    before = rules_digest(tmp_path, "0.5.14")
+    (tmp_path / "notes.md").write_text("still not a rule\n", encoding="utf-8")
+    assert rules_digest(tmp_path, "0.5.14") == before
+    assert rules_digest(tmp_path, "0.5.15") != before  # another num2words
+    (tmp_path / "money.py").write_text("RATE = 2\n", encoding="utf-8")
+    assert rules_digest(tmp_path, "0.5.14") != before  # an edited pass
+    (tmp_path / "words.txt").write_text("ATM\n", encoding="utf-8")
+    assert rules_digest(tmp_path, "0.5.14") != before  # a word list
 
 
 def test_options_refuse_an_unknown_date_order() -> None:

@@ -14,6 +14,9 @@ left for espeak-ng to read with its own rules, as before.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import importlib.metadata
+from pathlib import Path
 
 from agent.text.normalize import (
     abbreviations,
@@ -33,10 +36,34 @@ from agent.text.normalize import (
 )
 from agent.text.normalize.options import DateOrder, NormalizeOptions, Pass
 
-__all__ = ["ORDER", "RULES_VERSION", "DateOrder", "NormalizeOptions", "Normalizer", "Pass"]
+__all__ = ["ORDER", "RULES_DIGEST", "RULES_VERSION", "DateOrder", "NormalizeOptions", "Normalizer",
+           "Pass", "rules_digest"]
 
 RULES_VERSION = "1"
-"""Raised whenever a change to any pass can change an output (part of :attr:`Normalizer.key`)."""
+"""The rules' version, part of :attr:`Normalizer.key` with :data:`RULES_DIGEST`."""
+
+
+def rules_digest(package: Path, words_version: str) -> str:
+    """A digest of every file of the package (its rules and word lists) and of num2words's
+    version: any edit to a pass, or another num2words, gives another key, so no cache keyed by
+    it can serve a reading of older rules."""
+    digest = hashlib.sha256(words_version.encode())
+    for path in sorted(package.rglob("*")):
+        if path.is_file() and path.suffix in (".py", ".txt", ".json", ".toml"):
+            digest.update(path.relative_to(package).as_posix().encode() + b"\0")
+            digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def _num2words_version() -> str:
+    try:
+        return importlib.metadata.version("num2words")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+RULES_DIGEST = rules_digest(Path(__file__).parent, _num2words_version())
+"""The digest of this package's files and num2words's version (see :func:`rules_digest`)."""
 
 ORDER: tuple[Pass, ...] = (
     initialisms.initialisms,
@@ -73,11 +100,11 @@ class Normalizer:
 
     def __init__(self, options: NormalizeOptions | None = None) -> None:
         self._options = options or NormalizeOptions()
-        names = ",".join(f"{p.__module__.rsplit('.', 1)[-1]}.{p.__name__}" for p in ORDER)
         variant = "gb" if self._options.british else "us"
-        self.key: str = (f"normalize/{RULES_VERSION}/{variant}/"
-                         f"date_order={self._options.date_order}/{names}")
-        """Changes whenever the output could: the options, the rules version, the passes."""
+        self.key: str = (f"normalize/{RULES_VERSION}.{RULES_DIGEST}/{variant}/"
+                         f"date_order={self._options.date_order}")
+        """Changes whenever the output could: the options, the rules (their version and the
+        digest of the package's files, which holds :data:`ORDER`), num2words's version."""
 
     @property
     def options(self) -> NormalizeOptions:
