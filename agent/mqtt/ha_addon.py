@@ -159,8 +159,11 @@ class HaDiscovery:
 
     def _on_notify(self, message: InboundMessage) -> None:
         options, settings = self.options, self._settings()
-        if not options.enabled:
-            log.debug("message_ignored", topic=message.topic.value, reason="ha_discovery off")
+        if not options.enabled:  # switched off at a reload: still answered, never lost
+            self.intake.refuse(CommandRejected(
+                "Home Assistant discovery is off on this device (mqtt.ha_discovery)",
+                salvage_id(message.payload, max_bytes=settings.mqtt.max_payload_bytes),
+                "speak"), "speak")
             return
         try:
             request = notify_request(message, priority=options.priority,

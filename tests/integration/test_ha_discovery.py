@@ -216,6 +216,9 @@ def test_switched_off_at_start_and_at_reload_clears_it(
         summary = service.reload(lambda: off)
         watcher.wait_for(lambda m: m.topic == HA.config and m.payload == b""
                          and len(configs(watcher)) > seen + 1, WAIT_S)
+        watcher.publish(DEV.ha_notify, "Still there?")  # answered, not dropped
+        refused = final_for(watcher, lambda e: e["event"] == "rejected")
+    assert "discovery is off" in refused["reason"] and refused["command"] == "speak"
     assert "restart needed" not in summary, summary
     with Recorder(mqtt_broker.settings(), [HA.config.as_filter(), DEV.status.as_filter()],
                   "fresh") as fresh:  # a fresh subscriber finds nothing retained
@@ -227,7 +230,13 @@ def test_remove_command(mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Pat
                         watcher: Recorder) -> None:
     settings = ha_settings(mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent")
     with running_agent(settings):
-        wait_config(watcher)
+        published = wait_config(watcher)
+    shown = subprocess.run([sys.executable, "-m", "agent", "ha-discovery"],
+                           env=agent_env(settings), capture_output=True, text=True,
+                           timeout=60, check=True)
+    printed = json.loads(shown.stdout)
+    assert printed["topic"] == HA.config.value
+    assert printed["payload"]["cmps"] == published["cmps"]
     result = subprocess.run([sys.executable, "-m", "agent", "ha-discovery", "--remove"],
                             env=agent_env(settings), capture_output=True, text=True,
                             timeout=60, check=False)
