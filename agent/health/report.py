@@ -43,6 +43,7 @@ __all__ = [
     "VoicesSection",
     "WorkerReport",
     "WorkerState",
+    "WyomingSection",
 ]
 
 State = Literal["ok", "degraded", "failing"]
@@ -286,6 +287,31 @@ class LexiconSection(TypedDict):
     reason: str | None
 
 
+class WyomingSection(TypedDict):
+    """The Wyoming TTS server (:mod:`agent.wyoming`; present while ``wyoming.uri`` is set).
+    Counts are since the start; ``clients`` are connected now."""
+
+    enabled: bool
+    uri: str | None
+    listening: bool
+    port: int | None
+    clients: int
+    max_clients: int
+    max_syntheses: int
+    connections: int
+    refused_clients: int
+    """Connections answered ``busy`` (over ``wyoming.max_clients``) and closed."""
+    requests: int
+    finished: int
+    failed: int
+    rejected: int
+    interrupted: int
+    last_error: str | None
+    state: Literal["ok", "degraded"]
+    reason: str | None
+    """Why it is degraded: it cannot listen on ``wyoming.uri``."""
+
+
 class HealthSummary(TypedDict):
     """The overall verdict alone (what ``pong`` carries)."""
 
@@ -316,3 +342,4 @@ class HealthReport(TypedDict):
     hardware: NotRequired[HardwareSection | ProviderError]
     phrase_cache: NotRequired[PhraseCacheSection | ProviderError]
     lexicon: NotRequired[LexiconSection | ProviderError]
+    wyoming: NotRequired[WyomingSection | ProviderError]

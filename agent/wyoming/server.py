@@ -31,6 +31,7 @@ from agent.settings_wyoming import parse_uri
 from agent.wyoming.connection import Connection
 
 if TYPE_CHECKING:
+    from agent.health.report import WyomingSection
     from agent.pipeline.phrase_cache import PhraseCache
     from agent.settings import WyomingSettings
     from agent.wyoming.catalog import Catalog
@@ -220,7 +221,7 @@ class WyomingServer:
                             audio_s=request.audio_s if played else None,
                             first_audio_s=request.first_audio_s if played else None)
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> WyomingSection:
         """The health report's ``wyoming`` section (any thread)."""
         with self._lock:
             counts = dict(self.counts)
@@ -229,6 +230,10 @@ class WyomingServer:
         return {"enabled": True, "uri": self.settings.uri, "listening": self.listening,
                 "port": self.port if self.scheme == "tcp" else None,
                 "clients": len(self._conns), "max_clients": self.settings.max_clients,
-                "max_syntheses": self.settings.max_syntheses, **counts,
+                "max_syntheses": self.settings.max_syntheses,
+                "connections": counts["connections"],
+                "refused_clients": counts["refused_clients"], "requests": counts["requests"],
+                "finished": counts["finished"], "failed": counts["failed"],
+                "rejected": counts["rejected"], "interrupted": counts["interrupted"],
                 "last_error": last_error,
                 "state": "degraded" if problem else "ok", "reason": problem}
