@@ -114,6 +114,12 @@ YMD = Normalizer(NormalizeOptions(date_order="ymd"))
     ("Call us on 0800 123 4567.", "Call us on oh eight oh oh, one two three, four five six seven."),
     ("Tel: 020 7946 0958", "Tel: oh two oh, seven nine four six, oh nine five eight"),
     ("Call 1-800-555-0199.", "Call one, eight oh oh, five five five, oh one nine nine."),
+    ("Sale starts on the 3rd of May.", "Sale starts on the third of May."),
+    ("Born on 12 Dec. Then he left.", "Born on the twelfth of December. Then he left."),
+    ("We are open 24/7.", "We are open twenty four seven."),
+    ("He is 6 ft 2 in tall.", "He is six feet two inches tall."),
+    ("Clearance 1 ft 1 in.", "Clearance one foot one inch."),
+    ("The year is 2026.", "The year is twenty twenty six."),
 ])
 def test_numbers_are_put_in_words(text: str, said: str) -> None:
     assert MDY(text) == said

@@ -22,7 +22,10 @@ MONTHS = ("January", "February", "March", "April", "May", "June", "July", "Augus
           "September", "October", "November", "December")
 
 _ABBREVIATIONS = {name[:3]: number for number, name in enumerate(MONTHS, 1)} | {"Sept": 9}
-_MONTH = (r"(?P<month>(?:" + "|".join(MONTHS) + "|" + "|".join(_ABBREVIATIONS) + r")(?![\w])\.?)")
+_SHORT = [name for name in _ABBREVIATIONS if name not in MONTHS]
+_MONTH = (r"(?P<month>(?:" + "|".join(MONTHS) + r")(?!\w)|(?:" + "|".join(_SHORT)
+          + r")(?!\w)\.?)")
+"""A month's name, or its abbreviation with or without a dot (a full name keeps its dot)."""
 _DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?(?![\w:]|[.,]\d)"
 _YEAR = r"(?:,?\s(?P<year>1\d{3}|20\d{2})(?![\w]|[.,]\d))"
 
@@ -68,7 +71,14 @@ def _written(m: re.Match[str], options: NormalizeOptions, *, day_first: bool) ->
     month, day = _month_number(m["month"]), int(m["day"])
     if not is_valid(month, day):
         return m.group(0)
-    return say_date(month, day, m["year"], options, day_first=day_first)
+    said = say_date(month, day, m["year"], options, day_first=day_first)
+    if day_first and m.string[max(0, m.start() - 4):m.start()].lower() == "the ":
+        said = said.removeprefix("the ")  # "on the 3rd of May"
+    if m.group(0).endswith("."):  # "12 Dec." ending a sentence keeps its full stop
+        rest = m.string[m.end():m.end() + 2]
+        if not rest.strip() or rest.strip()[:1].isupper():
+            said += "."
+    return said
 
 
 def _announced(text: str, start: int) -> bool:

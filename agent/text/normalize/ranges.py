@@ -6,7 +6,8 @@ without spaces: both are read "N to M" (``10–15 minutes`` "ten to fifteen minu
 later passes, so ``10-15%`` and ``5–10 km`` get their unit; two years (``2024–2026``) are read
 as years. A fraction is ``a/b`` not glued to other digits or slashes: "one half", "three
 quarters", "two thirds", "five sixteenths", ``1 1/2`` "one and a half", and the vulgar
-fraction characters (``½``, ``¾``...); a denominator of 0 or 1, or over 100, is "a over b".
+fraction characters (``½``, ``¾``...); a denominator of 0 or 1, or over 100, is "a over b";
+``24/7`` is "twenty four seven".
 Percent: ``20%`` "twenty percent", ``7.5%`` "seven point five percent".
 """
 
@@ -70,8 +71,13 @@ def _mixed(whole: str | None, numerator: int, denominator: int,
     return f"{spoken.cardinal(whole, options)} and {part}"
 
 
+_ALWAYS = re.compile(r"(?<![\w.,/])24/7(?![\w/]|[.,]\d)")
+"""``24/7`` is "twenty four seven", never a fraction."""
+
+
 def fractions(text: str, options: NormalizeOptions) -> str:
     """``1/2`` "one half", ``1 1/2`` "one and a half", ``¾`` "three quarters"."""
+    text = _ALWAYS.sub("twenty four seven", text)
     text = _VULGAR_RE.sub(lambda m: _mixed(m["whole"], *_VULGAR[m["char"]], options), text)
     return _FRACTION.sub(lambda m: _mixed(m["whole"], int(m["a"]), int(m["b"]), options), text)
 

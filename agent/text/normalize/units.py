@@ -4,8 +4,9 @@ A number (whole or decimal, thousands separators, a sign) followed by a unit sym
 without a space: the unit is said in full, singular for exactly one (``1 kg`` "one kilogram",
 ``1.5 kg`` "one point five kilograms", and after "a": ``a 500 m walk`` "a five hundred meter
 walk"), and a per-unit with "per" (``km/h`` "kilometers per
-hour", ``m/s``). Symbols that are also words (``in``, ``a``, ``am``) are not taken; ``m`` is
-meters, ``min`` minutes. Temperatures: ``°C``/``°F``/``K`` after a number are degrees Celsius,
+hour", ``m/s``). Symbols that are also words (``in``, ``a``, ``am``) are not taken, except
+``in`` after feet (``6 ft 2 in``, ``5'10"`` "five feet ten inches"); ``m`` is meters,
+``min`` minutes. Temperatures: ``°C``/``°F``/``K`` after a number are degrees Celsius,
 Fahrenheit and kelvins; ``°`` alone is degrees; a leading ``-`` is "minus".
 """
 
@@ -81,11 +82,23 @@ def _degrees(m: re.Match[str], options: NormalizeOptions) -> str:
     return f"{said} {unit} {_SCALES[scale]}".rstrip() if scale else f"{said} {unit}"
 
 
+_FEET_INCHES = re.compile(r"(?<![\w.,/])(?P<feet>\d{1,2}+)\s?(?:ft|')\s?(?P<inches>\d{1,2}+)\s?"
+                          r"(?:in\b|\"|”|'')")
+"""A height: ``6 ft 2 in``, ``5'10"`` (``in`` alone is a word, so only after feet)."""
+
+
+def _feet_inches(m: re.Match[str], options: NormalizeOptions) -> str:
+    feet, inches = m["feet"], m["inches"]
+    return (f"{spoken.cardinal(feet, options)} {'foot' if feet == '1' else 'feet'} "
+            f"{spoken.cardinal(inches, options)} {'inch' if inches == '1' else 'inches'}")
+
+
 def temperatures(text: str, options: NormalizeOptions) -> str:
     """``22°C`` "twenty two degrees Celsius", ``-5 °F``, ``300 K``, ``90°``."""
     return _DEGREES.sub(lambda m: _degrees(m, options), text)
 
 
 def units(text: str, options: NormalizeOptions) -> str:
-    """A number and a unit symbol in words."""
+    """A number and a unit symbol in words; feet and inches together."""
+    text = _FEET_INCHES.sub(lambda m: _feet_inches(m, options), text)
     return _UNIT.sub(lambda m: _unit(m, options), text)

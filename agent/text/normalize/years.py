@@ -32,8 +32,11 @@ _SHORT_DECADE = re.compile(r"(?:(?<![\w])['’]|(?<=\b[Tt]he\s)|(?<=\bTHE\s))(?P
 
 
 def _announced(text: str, start: int) -> bool:
-    words = text[max(0, start - 16):start].split()
-    return bool(words) and words[-1].lower() in YEAR_WORDS
+    """After a year word (``in 1999``), or ``year is``/``year was`` (``The year is 2026``)."""
+    words = [w.lower() for w in text[max(0, start - 20):start].split()]
+    if words and words[-1] in YEAR_WORDS:
+        return True
+    return len(words) >= 2 and words[-2] == "year" and words[-1] in ("is", "was", "will")
 
 
 def _year(m: re.Match[str], text: str, options: NormalizeOptions) -> str:
