@@ -3,7 +3,6 @@ as exact silence, chimes as their samples, errors before the first chunk, one ca
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -188,7 +187,7 @@ def test_the_whole_utterance_is_one_cache_entry(voice: Voice, tmp_path: Path) ->
     assert cache.stats()["entries"] == 1
     again = render(doc, Voices(voice), request(), cache=cache, chimes=chimes)
     assert again.cached and list(again.chunks) == played
-    assert [c.format for c in played][0] == AudioFormat(rate=48000)
+    assert played[0].format == AudioFormat(rate=48000)
     # each part is in the key: another pause, another chime, another order
     for other, other_chimes in [
         (Document((Sound("ding"), Speech(("One.",)), Pause(0.3), Speech(("Two.",)))), chimes),
