@@ -120,6 +120,10 @@ YMD = Normalizer(NormalizeOptions(date_order="ymd"))
     ("He is 6 ft 2 in tall.", "He is six feet two inches tall."),
     ("Clearance 1 ft 1 in.", "Clearance one foot one inch."),
     ("The year is 2026.", "The year is twenty twenty six."),
+    # digits of other scripts are read, never dropped
+    ("Call ٥٥٥-٠١٢٣ now.", "Call five five five, oh one two three now."),
+    ("Only １２ seats, from $１２.５０.",
+     "Only twelve seats, from twelve dollars and fifty cents."),
 ])
 def test_numbers_are_put_in_words(text: str, said: str) -> None:
     assert MDY(text) == said
@@ -201,7 +205,7 @@ def test_long_numbers_are_read_digit_by_digit() -> None:
 @pytest.mark.parametrize("unit", [
     "1", "1,", "1.", "$1", "1-", "1:", "12:3", "1/", "-1", "1 ", "£1.", "1st", "19", "1°",
     "+1 ", "(555) ", "1 km/", "555-", "2026-", "March 1", "1 1/2 ", "9.", "0", "a1", "%",
-    "9am-", "0800 ", "$1/mo", "7.30", "Tel: 1 ", "1:00-",
+    "9am-", "0800 ", "$1/mo", "7.30", "Tel: 1 ", "1:00-", "١", "１,",
 ])
 def test_hostile_input_finishes(unit: str) -> None:
     text = (unit * (50_000 // len(unit) + 1))[:50_000]

@@ -66,6 +66,7 @@ RULES_DIGEST = rules_digest(Path(__file__).parent, _num2words_version())
 """The digest of this package's files and num2words's version (see :func:`rules_digest`)."""
 
 ORDER: tuple[Pass, ...] = (
+    numbers.ascii_digits,
     initialisms.initialisms,
     roman.roman_numerals,
     web.web_addresses,

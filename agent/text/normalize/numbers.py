@@ -9,11 +9,12 @@ Every pattern is linear: possessive quantifiers, and a digit run is only tried a
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from agent.text.normalize import spoken
 from agent.text.normalize.options import NormalizeOptions
 
-__all__ = ["cardinals", "decimals", "ordinals"]
+__all__ = ["ascii_digits", "cardinals", "decimals", "ordinals"]
 
 _WHOLE = r"(?:\d{1,3}+(?:,\d{3})++(?![\d,]\d)|\d++)"
 """Digits with thousands separators (``1,250``), or plain digits."""
@@ -21,6 +22,18 @@ _WHOLE = r"(?:\d{1,3}+(?:,\d{3})++(?![\d,]\d)|\d++)"
 _ORDINAL = re.compile(rf"(?<![\w.,])({_WHOLE})(st|nd|rd|th)\b", re.IGNORECASE)
 _DECIMAL = re.compile(rf"(?<![\w.,])(-|−)?({_WHOLE})?\.(\d++)(?!\w|[.,]\d)")
 _CARDINAL = re.compile(rf"(?<![\w.])(-|−)?({_WHOLE})(?!\w|\.\d)")
+
+
+_OTHER_DIGIT = re.compile(r"(?![0-9])\d")
+
+
+def ascii_digits(text: str, options: NormalizeOptions) -> str:
+    """Digits of other scripts (fullwidth ``１２``, Arabic-Indic ``١٢``) as ASCII digits, so that
+    every pass reads them (and none drops them); the first pass."""
+    del options
+    if text.isascii():
+        return text
+    return _OTHER_DIGIT.sub(lambda m: str(unicodedata.decimal(m.group(0))), text)
 
 
 def _sign(sign: str | None, text: str, start: int) -> str:
