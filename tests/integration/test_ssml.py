@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import runpy
 import subprocess
 import sys
 import wave
@@ -19,10 +20,13 @@ import pytest
 
 from agent.mqtt.topics import HERMES_ERROR, HERMES_SAY, HERMES_SAY_FINISHED, Namespace
 from agent.service import AgentService
+from agent.settings import ChimeSettings
 from agent.text.normalize.say_as import say_as
 from tests.support.alsa_sink import read_samples
 from tests.support.broker import Broker, Recorder, agent_settings, running_agent
-from tests.support.make_tiny_voice import SAMPLE_RATE
+from tests.support.make_tiny_voice import SAMPLE_RATE, build_config, build_model
+
+REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = [pytest.mark.broker, pytest.mark.alsa]
 
@@ -130,6 +134,32 @@ def test_bad_ssml_is_rejected_with_its_reason_and_nothing_is_played(
     assert speak(controller, "after", "Still here.")["event"] == "finished"
 
 
+def test_audio_plays_the_chime_as_part_of_the_utterance_or_its_fallback(
+        mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Path) -> None:
+    chimes = tmp_path / "chimes"
+    runpy.run_path(str(REPO / "chimes" / "make_chimes.py"))["write"](chimes)
+    settings = agent_settings(mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent")
+    settings = settings.model_copy(update={"chimes": ChimeSettings(dir=chimes)})
+    with running_agent(settings) as service, Recorder(
+            mqtt_broker.settings(), [DEV.events.as_filter(), DEV.status.as_filter()],
+            "ctl") as ctl:
+        ctl.wait_json(DEV.status, lambda p: p["state"] == "online")
+        assert service.phrase_cache is not None
+        assert speak(ctl, "au-0", "Doors closing.", chime="ding")["event"] == "finished"
+        hits = service.phrase_cache.hits
+        final = speak(ctl, "au-1", '<speak><audio src="ding"/>Doors closing.</speak>')
+        assert final["event"] == "finished", final
+        assert service.phrase_cache.hits == hits + 1  # the chime, then the speech: one entry
+        final = speak(ctl, "au-2", '<speak><audio src="gong">Doors closing.</audio></speak>')
+        assert final["event"] == "finished", final
+        assert service.phrase_cache.hits == hits + 1  # the fallback: speech without a chime
+        final = speak(ctl, "au-3", '<speak><audio src="gong"/>Doors closing.</speak>')
+        assert final["event"] == "rejected"
+        assert final["reason"] == ("unknown chime 'gong' in <audio src> (line 1, column 7); "
+                                   "chimes: alert, ding")
+        assert kinds(ctl, "au-3") == ["rejected"]
+
+
 def test_ssml_false_reads_the_text_as_it_is(agent: AgentService, controller: Recorder) -> None:
     final = speak(controller, "lit-1", "<speak>", ssml=False)
     assert final["event"] == "finished", final
@@ -199,6 +229,58 @@ def test_synth_ssml_sub_and_say_as_are_their_words(real_voice_dir: Path,
         assert tts_agent("synth", "--text", words, "--out", str(plain), *quiet,
                          env=env).returncode == 0
         assert marked.read_bytes() == plain.read_bytes(), ssml
+
+
+@pytest.mark.voice
+def test_synth_ssml_phoneme_and_prosody_are_what_they_say(real_voice_dir: Path,
+                                                          tmp_path: Path) -> None:
+    env = _env(real_voice_dir)
+    quiet = ("--noise-scale", "0", "--noise-w", "0")
+
+    def synth(name: str, text: str, *extra: str) -> np.ndarray:
+        out = tmp_path / f"{name}.wav"
+        done = tts_agent("synth", "--text", text, "--out", str(out), *quiet, *extra, env=env)
+        assert done.returncode == 0, done.stderr
+        return wav_samples(out)[0]
+
+    ipa = json.loads(tts_agent("phonemize", "--text", "tomahto", "--json",
+                               env=env).stdout)["sentences"][0]["phonemes"]
+    given = synth("ipa", f'<speak><phoneme alphabet="ipa" ph="{ipa}">tomato</phoneme></speak>')
+    assert np.array_equal(given, synth("tomahto", "tomahto"))  # the IPA, not the word
+    assert not np.array_equal(given, synth("tomato", "tomato"))
+    slow = synth("slow", '<speak><prosody rate="50%">Platform two.</prosody></speak>')
+    assert np.array_equal(slow, synth("long", "Platform two.", "--length-scale", "2"))
+    soft = synth("soft", '<speak><prosody volume="-6dB">Platform two.</prosody></speak>')
+    loud = synth("plain", "Platform two.").astype(np.float32) * np.float32(10 ** (-6 / 20))
+    assert np.array_equal(soft, np.clip(np.rint(loud), -32768, 32767).astype("<i2"))
+
+
+def test_synth_ssml_voice_switches_to_another_installed_voice(tiny_voice_dir: Path,
+                                                              tmp_path: Path) -> None:
+    from agent.voice.bundle import write_manifest
+
+    other = tiny_voice_dir.parent / "tiny-two"
+    other.mkdir()
+    build_model(other / "tiny-two.onnx")
+    build_config(other / "tiny-two.onnx.json")
+    config = json.loads((other / "tiny-two.onnx.json").read_text(encoding="utf-8"))
+    config["espeak"]["voice"] = "en"  # British: other phonemes, other audio
+    (other / "tiny-two.onnx.json").write_text(json.dumps(config), encoding="utf-8")
+    write_manifest(other, voice="tiny-two", version="1.0.0", sample_rate=SAMPLE_RATE,
+                   variants={"fp32": "tiny-two.onnx"}, config="tiny-two.onnx.json",
+                   source="tests/integration/test_ssml.py")
+    env = _env(tiny_voice_dir)
+    outs = [tmp_path / "switched.wav", tmp_path / "two.wav", tmp_path / "one.wav"]
+    for out, text, voice in [
+            (outs[0], '<speak><voice name="tiny-two">Hello there.</voice></speak>', "tiny-test"),
+            (outs[1], "Hello there.", "tiny-two"), (outs[2], "Hello there.", "tiny-test")]:
+        done = tts_agent("synth", "--voice", voice, "--text", text, "--out", str(out), env=env)
+        assert done.returncode == 0, done.stderr
+    switched, two, one = (wav_samples(o)[0] for o in outs)
+    assert np.array_equal(switched, two) and not np.array_equal(switched, one)
+    done = tts_agent("synth", "--text", '<speak><voice name="nobody">Hi</voice></speak>',
+                     "--out", str(tmp_path / "x.wav"), env=env)
+    assert done.returncode == 2 and "nobody" in done.stderr
 
 
 @pytest.mark.parametrize(("command", "status"), [("synth", 2), ("say", 2)])
