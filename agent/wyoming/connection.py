@@ -11,9 +11,11 @@ Events, in the order a client sends them:
   the whole text that clients send for servers without streaming, and is ignored;
 - ``ping`` -> ``pong``; other events are ignored, as the protocol says.
 
-A request that cannot be served is answered with an ``error`` event (a code and a one-line
-reason) and the connection stays usable; an event that cannot be read (too large, not JSON)
-or a connection idle past ``idle_timeout_s`` is answered with an ``error`` and closed.
+A request that cannot be served, an event that cannot be read (too large, not JSON) and a
+connection idle past ``idle_timeout_s`` are answered with an ``error`` event (a code and a
+one-line reason), and the connection is closed after it, as wyoming-piper does: a client that
+reads until ``audio-stop`` or ``synthesize-stopped`` and skips other events (Home Assistant
+does) sees the end of the connection instead of waiting for ever.
 Synthesis runs on the server's bounded executor, one chunk at a time, never on this loop.
 """
 
@@ -55,7 +57,7 @@ if TYPE_CHECKING:
     from agent.audio.format import AudioChunk as Chunk
     from agent.wyoming.server import WyomingServer
 
-__all__ = ["Connection", "Gone"]
+__all__ = ["Closing", "Connection", "Gone"]
 
 log = get_logger(__name__)
 
@@ -66,6 +68,10 @@ longer): the client can start playing while the rest of a long sentence is on th
 
 class Gone(Exception):
     """The client stopped reading (write timed out) or went away."""
+
+
+class Closing(Exception):
+    """An ``error`` event was sent: the connection ends."""
 
 
 class _Request:
@@ -112,14 +118,17 @@ class Connection:
     async def run(self) -> None:
         try:
             await self._loop()
+        except Closing:
+            pass
         except Gone:
             log.info("wyoming_client_gone", peer=self.peer)
         except (ConnectionError, OSError) as exc:
             log.info("wyoming_client_gone", peer=self.peer, error=str(exc))
         finally:
-            if self.stream is not None:
-                self.server.record("interrupted", self.stream.request)
-                self.stream = None
+            stream, self.stream = self.stream, None
+            if stream is not None:  # refused, failed, or cut by the client or a stop
+                self.server.record(stream.outcome if stream.failed else "interrupted",
+                                   stream.request, stream.failed)
             self.writer.close()
 
     async def _loop(self) -> None:
@@ -148,10 +157,12 @@ class Connection:
             raise Gone(str(exc) or type(exc).__name__) from exc
 
     async def refuse(self, code: str, reason: str) -> None:
-        """An ``error`` event for the client (which may be gone already)."""
+        """An ``error`` event for the client (which may be gone already), then the end of the
+        connection (raises :class:`Closing`)."""
         log.info("wyoming_refused", peer=self.peer, code=code, reason=reason)
         with contextlib.suppress(Gone):
             await self.send(Error(text=reason, code=code).event())
+        raise Closing(reason)
 
     async def handle(self, event: Event) -> None:
         kind = event.type
@@ -241,7 +252,7 @@ class Connection:
 
     async def stream_start(self, data: dict[str, object]) -> None:
         if self.stream is not None:
-            await self.refuse("bad-request", "synthesize-start inside an open stream: ignored")
+            await self.refuse("bad-request", "synthesize-start inside an open stream")
             return
         try:
             ssml = is_ssml(data.get("text_format"), None)
@@ -304,9 +315,8 @@ class Connection:
         if stream.started_audio and stream.choice is not None:
             rate = stream.choice.voice.sample_rate
             await self.send(AudioStop(timestamp=stream.request.frames * 1000 // rate).event())
-        reason = stream.failed or (None if stream.spoken else "nothing to speak")
-        if reason is not None and stream.failed is None:
-            await self.refuse("empty-text", reason)
-        self.server.record("finished" if reason is None else stream.outcome, stream.request,
-                           reason)
+        if not stream.spoken:
+            self.server.record("rejected", stream.request, "nothing to speak")
+            await self.refuse("empty-text", "nothing to speak")
+        self.server.record("finished", stream.request)
         await self.send(SynthesizeStopped().event())

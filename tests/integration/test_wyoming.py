@@ -240,11 +240,11 @@ def test_ssml_is_rendered_as_an_mqtt_speak_renders_it(agent: AgentService,
             _, explicit = await audio_of(client)
             await client.write_event(Synthesize(text=ssml).event())  # starts with <speak
             _, detected = await audio_of(client)
-            await client.write_event(Synthesize(text="<speak><blink/></speak>").event())
-            bad = await read(client)
-            await client.write_event(Synthesize(text="\u4f60\u597d\u4e16\u754c").event())
-            foreign = await read(client)
-            return explicit, detected, bad, foreign
+        bad = await refused_on_a_new_connection(agent, Synthesize(
+            text="<speak><blink/></speak>"))
+        foreign = await refused_on_a_new_connection(agent, Synthesize(
+            text="\u4f60\u597d\u4e16\u754c"))
+        return explicit, detected, bad, foreign
 
     explicit, detected, bad, foreign = asyncio.run(go())
     result = subprocess.run(
@@ -261,17 +261,32 @@ def test_ssml_is_rendered_as_an_mqtt_speak_renders_it(agent: AgentService,
     assert "Han" in Error.from_event(foreign).text
 
 
-def test_oversize_text_is_refused_and_the_connection_stays_usable(agent: AgentService) -> None:
+async def refused_on_a_new_connection(service: AgentService, request: Any) -> Event | None:
+    """The error event ``request`` gets; the connection ends after it (as wyoming-piper's do:
+    Home Assistant reads until audio-stop and skips other events)."""
+    async with client_for(service) as client:
+        await client.write_event(request.event())
+        answer = await read(client)
+        assert await read(client) is None
+        return answer
+
+
+def test_oversize_text_and_unknown_voices_are_refused_cleanly(agent: AgentService) -> None:
     async def go() -> tuple[Event | None, list[Event], Event | None]:
+        refused = await refused_on_a_new_connection(agent, Synthesize(text="x" * 201))
         async with client_for(agent) as client:
-            await client.write_event(Synthesize(text="x" * 201).event())
-            refused = await read(client)
-            await client.write_event(Synthesize(text="Still here.").event())
+            await client.write_event(Synthesize(text="Still served.").event())
             good, _ = await audio_of(client)
-            await client.write_event(Synthesize(text="Hello", voice=SynthesizeVoice(
-                "no-such-voice")).event())
-            unknown = await read(client)
-            return refused, good, unknown
+        unknown = await refused_on_a_new_connection(agent, Synthesize(
+            text="Hello", voice=SynthesizeVoice("no-such-voice")))
+        async with client_for(agent) as client:  # a stream: all its chunks count together
+            await client.write_event(SynthesizeStart().event())
+            for _ in range(3):
+                await client.write_event(SynthesizeChunk(text="y" * 70).event())
+            streamed = await read(client)
+            assert streamed is not None and Error.from_event(streamed).code == "text-too-long"
+            assert await read(client) is None
+        return refused, good, unknown
 
     refused, good, unknown = asyncio.run(go())
     assert refused is not None and Error.is_type(refused.type)
@@ -281,7 +296,7 @@ def test_oversize_text_is_refused_and_the_connection_stays_usable(agent: AgentSe
     assert unknown is not None and Error.from_event(unknown).code == "unknown-voice"
     assert "no-such-voice" in Error.from_event(unknown).text
     section = agent.health.snapshot()["wyoming"]  # type: ignore[typeddict-item]
-    assert section["rejected"] == 2 and section["finished"] == 1
+    assert section["rejected"] == 3 and section["finished"] == 1
 
 
 def test_a_flood_of_connections_is_refused_while_a_client_is_served(
