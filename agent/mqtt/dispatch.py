@@ -217,7 +217,6 @@ class Dispatcher:
 
     def _speak(self, request: Request, command: SpeakCommand) -> None:
         voice = command.voice or self.default_voice
-        installed = self.voice_names()
         try:
             speak = speak_request(command, sounds=None if self.chime_names is None
                                   else self.chime_names())
@@ -225,18 +224,9 @@ class Dispatcher:
         except (SsmlError, ChimeError) as exc:
             self._done(request, "rejected", reason=str(exc))
             return
-        named = set() if speak.document is None else speak.document.voices()
-        unknown = [v for v in (voice, *sorted(v for v in named if v)) if v not in installed]
-        if unknown:
-            have = ", ".join(installed) or "none"
-            where = "" if unknown[0] == voice else " in <voice name>"
-            self._done(request, "rejected",
-                       reason=f"unknown voice {unknown[0]!r}{where} (installed: {have})")
-            return
-        problem = None if self.speakable is None else self.speakable(
-            speak.document or plain(speak.text), voice)
-        if problem is not None:
-            self._done(request, "rejected", reason=problem)
+        refused = self._unsayable(speak, voice)
+        if refused is not None:
+            self._done(request, "rejected", reason=refused)
             return
         deadline = speak_deadline(command, request)
         if deadline is not None and time.monotonic() >= deadline:
@@ -259,6 +249,20 @@ class Dispatcher:
             self._done(request, "rejected", reason=f"id {request.id!r} is already in progress")
             return
         self.jobs.put(job)
+
+    def _unsayable(self, speak: SpeakRequest, voice: str) -> str | None:
+        """Why the voices cannot say ``speak``: a voice that is not installed (``voice`` or an
+        SSML ``<voice name>``), or text they cannot speak (:attr:`speakable`); None: they can."""
+        installed = self.voice_names()
+        named = set() if speak.document is None else speak.document.voices()
+        unknown = [v for v in (voice, *sorted(v for v in named if v)) if v not in installed]
+        if unknown:
+            have = ", ".join(installed) or "none"
+            where = "" if unknown[0] == voice else " in <voice name>"
+            return f"unknown voice {unknown[0]!r}{where} (installed: {have})"
+        if self.speakable is None:
+            return None
+        return self.speakable(speak.document or plain(speak.text), voice)
 
     def _chime(self, command: SpeakCommand) -> str | None:
         """The chime a speak plays first: its own, else its priority's default (``""``:
