@@ -66,6 +66,7 @@ from agent.mqtt.protocol import FINAL_EVENTS
 from agent.mqtt.repeats import RECENT_IDS, RECENT_TTL_S
 from agent.mqtt.tracker import OpenRefused
 from agent.pipeline.jobs import SpeakJob
+from agent.text.ssml import looks_like_ssml
 
 if TYPE_CHECKING:
     from agent.mqtt.hermes import HermesOrigin
@@ -244,8 +245,8 @@ class RequestJournal:
                 speak = {"text": request.text, "voice": request.voice,
                          "priority": _NAMES[request.priority], "volume": request.volume,
                          "speed": request.speed}
-                if request.document is not None:  # SSML: parsed again when replayed
-                    speak["ssml"] = True
+                if (request.document is not None) != looks_like_ssml(request.text):
+                    speak["ssml"] = request.document is not None  # else told by the text
                 if request.chime is not None:  # the chime chosen at intake
                     speak["chime"] = request.chime
         entry = JournalEntry(request_id, command, accepted_at, deadline, reply, hermes, speak,

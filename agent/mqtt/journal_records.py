@@ -65,7 +65,7 @@ class _OpenRecord(_Model):
     deadline: float | None = None
     reply: _ReplyRecord | None = None
     hermes: _HermesRecord | None = None
-    speak: dict[str, str | float | None] | None = Field(default=None, max_length=16)
+    speak: dict[str, str | bool | float | None] | None = Field(default=None, max_length=16)
     replays: int = Field(default=0, ge=0, le=1000)
 
 
@@ -94,8 +94,8 @@ class JournalEntry:
     reply: ReplyRoute | None
     hermes: HermesOrigin | None
     speak: dict[str, Any] | None
-    """``text``, ``voice``, ``priority``, ``volume``, ``speed``, ``ssml`` (true for an SSML
-    request; absent otherwise) (replay on only)."""
+    """``text``, ``voice``, ``priority``, ``volume``, ``speed``, and ``ssml`` where the text
+    alone does not tell (plain text that starts with ``<speak``) (replay on only)."""
     replays: int = 0
     """How often it was queued again after a restart."""
     begun: bool = False

@@ -332,3 +332,23 @@ def test_the_page_gives_the_lengths_factors_and_bounds_of_the_code() -> None:
             f"{MAX_ATTRIBUTE_CHARS} characters per attribute value") in section
     for kind in SAY_AS:
         assert f"`{kind}`" in section, kind
+
+
+def test_a_journalled_request_replays_as_it_was_asked(tmp_path: Path) -> None:
+    from agent.mqtt.publisher import EventPublisher
+    from agent.mqtt.tracker import RequestTracker
+    from agent.pipeline.jobs import SpeakJob
+    from tests.unit.test_journal import DEV, Sent, journal_at, restart
+
+    path = tmp_path / "requests.journal"
+    journal = journal_at(path, replay=True)
+    journal.load()
+    tracker = RequestTracker(EventPublisher(Sent(), DEV), observer=journal)
+    asked = {"ssml": speak_request(command('<speak>a<break time="1s"/>b</speak>')),
+             "plain": speak_request(command("<speak>as it is</speak>", ssml=False))}
+    for request_id, request in asked.items():
+        assert tracker.open(request_id, "speak", subject=SpeakJob(request_id, request, None))
+    _, jobs, _ = restart(path, replay=True)
+    replayed = {job.request_id: job.request for job in jobs.take_all()}
+    assert replayed == asked
+    assert replayed["plain"].document is None
