@@ -26,7 +26,8 @@ paths are not in place yet). ``--gate`` (the unit's ``ExecStartPre=``) prints th
 problems as warnings and does not fail on them: the agent then starts, reports the refused voice
 to the fleet (``model_rejected``, health ``failing``) and loads it once its files are mended,
 which a device held in systemd's restart loop could not. A refused lexicon is a warning there
-too: the agent runs without it, reports it (health ``lexicon``) and loads it once it is fixed.
+too: the agent runs without it, reports it (health ``lexicon``) and loads it once it is fixed;
+so is a missing chimes directory or default chime (the agent plays the request without it).
 """
 
 from __future__ import annotations
@@ -48,8 +49,10 @@ if TYPE_CHECKING:
 
 __all__ = ["VOICE_SETTINGS", "Check", "register", "run", "run_checks"]
 
-VOICE_SETTINGS = frozenset({"models.default_voice", "text.lexicon"})
-"""Problems that ``--gate`` lets through: the agent reports them itself once it runs."""
+VOICE_SETTINGS = frozenset({"models.default_voice", "text.lexicon", "chimes.dir",
+                            "chimes.by_priority"})
+"""Problems that ``--gate`` lets through: the agent reports them itself once it runs (a chime
+that is not there: requests naming it are rejected, a default one is left out)."""
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,24 @@ def run_checks(settings: Settings) -> list[Check]:
     checks.append(_audio(settings, profile))
     if settings.text.lexicon is not None:
         checks += _lexicon(settings, settings.text.lexicon)
+    return checks + _chimes(settings)
+
+
+def _chimes(settings: Settings) -> list[Check]:
+    """The chimes directory, and each default chime (``chimes.by_priority``) as it would play."""
+    directory = settings.chimes.dir
+    found = _readable_dir("chimes.dir", directory)
+    if found.problem or not settings.chimes.by_priority:
+        return [found]
+    from agent.audio.chimes import ChimeError, Chimes
+
+    chimes = Chimes(directory, settings.chimes.by_priority)
+    checks = [found]
+    for level, name in sorted(settings.chimes.by_priority.items()):
+        try:
+            chimes.get(name)
+        except ChimeError as exc:
+            checks.append(Check("chimes.by_priority", f"{level}: {exc}"))
     return checks
 
 

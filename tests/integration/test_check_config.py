@@ -361,3 +361,26 @@ def test_a_staged_default_voice_is_checked_through_current(setup: Setup) -> None
     data[-1] ^= 0xFF
     model.write_bytes(bytes(data))
     refused(setup.run(), "models.default_voice", "sha256")
+
+
+def test_a_default_chime_that_is_not_there(setup: Setup) -> None:
+    import wave
+
+    chimes = setup.root / "chimes"
+    chimes.mkdir()
+    with wave.open(str(chimes / "ding.wav"), "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(22050)
+        wav.writeframes(b"\x01\x00" * 2205)
+    setup.values["chimes"] = {"dir": str(chimes)}
+    env = {"TTS_AGENT_CHIMES__BY_PRIORITY": json.dumps({"urgent": "alert"})}
+    refused(setup.run(env=env), "chimes.by_priority: urgent: unknown chime 'alert' "
+                                "(available: ding)")
+    gate = setup.run("--gate", env=env)  # the agent starts: urgent requests play without it
+    assert gate.returncode == 0, gate.stderr
+    [line] = gate.stderr.splitlines()
+    assert line.startswith("tts-agent check-config: warning: chimes.by_priority: urgent: ")
+    assert setup.run(env={"TTS_AGENT_CHIMES__BY_PRIORITY": '{"urgent": "ding"}'}).returncode == 0
+    setup.values["chimes"] = {"dir": str(setup.root / "missing")}
+    refused(setup.run(), "chimes.dir", str(setup.root / "missing"))
