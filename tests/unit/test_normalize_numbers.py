@@ -120,6 +120,9 @@ YMD = Normalizer(NormalizeOptions(date_order="ymd"))
     ("He is 6 ft 2 in tall.", "He is six feet two inches tall."),
     ("Clearance 1 ft 1 in.", "Clearance one foot one inch."),
     ("The year is 2026.", "The year is twenty twenty six."),
+    # letters that are more often something else than a unit
+    ("Take exit 12 W now.", "Take exit twelve W now."),
+    ("It is 300 K here.", "It is three hundred K here."),
     # digits of other scripts are read, never dropped
     ("Call ٥٥٥-٠١٢٣ now.", "Call five five five, oh one two three now."),
     ("Only １２ seats, from $１２.５０.",

@@ -3,11 +3,12 @@
 A number (whole or decimal, thousands separators, a sign) followed by a unit symbol, with or
 without a space: the unit is said in full, singular for exactly one (``1 kg`` "one kilogram",
 ``1.5 kg`` "one point five kilograms", and after "a": ``a 500 m walk`` "a five hundred meter
-walk"), and a per-unit with "per" (``km/h`` "kilometers per
-hour", ``m/s``). Symbols that are also words (``in``, ``a``, ``am``) are not taken, except
-``in`` after feet (``6 ft 2 in``, ``5'10"`` "five feet ten inches"); ``m`` is meters,
-``min`` minutes. Temperatures: ``°C``/``°F``/``K`` after a number are degrees Celsius,
-Fahrenheit and kelvins; ``°`` alone is degrees; a leading ``-`` is "minus".
+walk"), and a per-unit with "per" (``km/h`` "kilometers per hour", ``m/s``). Symbols that are
+also words (``in``, ``a``, ``am``) are not taken, except ``in`` after feet (``6 ft 2 in``,
+``5'10"`` "five feet ten inches"); ``m`` is meters, ``min`` minutes. Letters more often
+something else are no unit: ``K`` (``5K run``, ``4K``), ``W`` (``Exit 12 W``), ``V``.
+Temperatures: ``°C``, ``°F``, ``°K`` after a number are degrees Celsius, degrees Fahrenheit
+and kelvins; ``°`` alone is degrees; a leading ``-`` is "minus".
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ UNITS = {
     "KB": "kilobyte", "kB": "kilobyte", "MB": "megabyte", "GB": "gigabyte", "TB": "terabyte",
     "Mbps": "megabit per second", "Gbps": "gigabit per second",
     "Hz": "hertz", "kHz": "kilohertz", "MHz": "megahertz", "GHz": "gigahertz",
-    "W": "watt", "kW": "kilowatt", "kWh": "kilowatt hour", "V": "volt", "mAh": "milliamp hour",
+    "kW": "kilowatt", "kWh": "kilowatt hour", "mAh": "milliamp hour",
     "m²": "square meter", "km²": "square kilometer", "m2": "square meter", "sq ft": "square foot",
     "m³": "cubic meter",
 }
@@ -49,7 +50,7 @@ _NAMES = "|".join(sorted((re.escape(u) for u in UNITS), key=len, reverse=True))
 _PERS = "|".join(sorted((re.escape(u) for u in _PER), key=len, reverse=True))
 _UNIT = re.compile(rf"(?<![\w.,/]){_NUMBER}\s?(?P<unit>{_NAMES})(?:/(?P<per>{_PERS}))?"
                    r"(?![\w/²³]|\.\w)")
-_DEGREES = re.compile(rf"(?<![\w.,/]){_NUMBER}\s?(?:°\s?(?P<scale>[CFK])?|(?P<kelvin>K))"
+_DEGREES = re.compile(rf"(?<![\w.,/]){_NUMBER}\s?°\s?(?P<scale>[CFK])?"
                       r"(?![\w°])")
 _SCALES = {"C": "Celsius", "F": "Fahrenheit", "K": ""}
 
@@ -75,7 +76,7 @@ def _unit(m: re.Match[str], options: NormalizeOptions) -> str:
 
 def _degrees(m: re.Match[str], options: NormalizeOptions) -> str:
     said, one = _count(m, options)
-    scale = m["scale"] or ("K" if m["kelvin"] else "")
+    scale = m["scale"] or ""
     if scale == "K":
         return f"{said} {'kelvin' if one else 'kelvins'}"
     unit = "degree" if one else "degrees"
