@@ -191,7 +191,9 @@ def record(results: dict[str, Any]) -> Figures:
                   _speed_rows(figures, results) + _lower_rows(figures, results),
                   note="1/RTF: audio seconds per second of compute. Speed rows: ours int8 speed / "
                        "piper's (above 1: ours is faster); time and memory rows: ours int8 / "
-                       "piper (below 1: ours is lower); word error rates: ours int8 - piper.")
+                       "piper (below 1: ours is lower); word error rates: ours int8 - piper. "
+                       "Ours runs its default text stages (the normalizer on, emoji dropped), "
+                       "as the agent does; piper-tts reads the text as written.")
     figures.table("Ours int8 with streaming off (synthesis.stream_first_frames = 0)",
                   ["median", "ours int8, streaming off", "vs piper"],
                   _streaming_off_rows(figures, results),

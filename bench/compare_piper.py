@@ -72,18 +72,19 @@ Synth = Callable[[str], Iterator[np.ndarray]]
 
 
 def our_voice(bundle_dir: Path, variant: str, threads: int, *, stream: bool = True) -> Any:
-    """Our voice as the agent loads it: streaming on with the default windows, its
-    optimised-model cache in the bench's cache dir; clause splitting off (Piper has none, and
-    the bench's sentences are compared whole)."""
+    """Our voice as the agent loads it: streaming on with the default windows, the text stages
+    of the default ``[text]`` settings (the normalizer on, emoji dropped), its optimised-model
+    cache in the bench's cache dir; clause splitting off (Piper has none, and the bench's
+    sentences are compared whole)."""
     from agent.hardware.runtime import RuntimeOptions
-    from agent.voice.options import VoiceOptions
+    from agent.voice.options import TextOptions, VoiceOptions
     from agent.voice.voice import Voice
 
     cache = os.environ.get(CACHE_ENV)
     runtime = RuntimeOptions(intra_op_threads=threads,
                              optimized_cache_dir=Path(cache) / "ort" if cache else None)
     return Voice.load(bundle_dir, VoiceOptions(variant=variant, phoneme_cache_size=0,
-                                               runtime=runtime,
+                                               runtime=runtime, text=TextOptions(),
                                                **({} if stream else {"stream_first_frames": 0})))
 
 
