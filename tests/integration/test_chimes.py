@@ -245,3 +245,30 @@ def test_send_speak_with_a_chime(agent: AgentService, controller: Recorder) -> N
     assert json.loads(sent.stdout.splitlines()[-1])["event"] == "finished"
     [utterance] = cached_utterances(agent)
     assert utterance[0].format.rate == 44100  # the chime came first
+
+
+def test_an_urgent_request_during_the_chime_preempts_the_whole_utterance(
+        mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Path, chimes_dir: Path,
+        alsa: AlsaConfig) -> None:
+    sink: FifoSink = alsa.add_fifo("held")
+    settings = settings_for(mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent",
+                            chimes_dir, "held")
+    with running_agent(settings) as service, \
+            Recorder(mqtt_broker.settings(), [DEV.events.as_filter()], "ctl") as ctl:
+        ctl.publish(DEV.command("speak"), {"id": "n1", "text": "You will not hear this.",
+                                           "chime": "long"})
+        ctl.wait_json(DEV.events, lambda e: e["id"] == "n1" and e["event"] == "started")
+        ctl.publish(DEV.command("speak"), {"id": "u1", "text": "Fire alarm.",
+                                           "priority": "urgent", "chime": ""})
+        sink.release()
+        first, urgent = final_for(ctl, "n1"), final_for(ctl, "u1")
+        rate = service.player.stats()["device"]["rate"]
+        [entry] = [u for u in cached_utterances(service) if u[0].format.rate == rate]
+    assert first["event"] == "interrupted" and first["reason"] == "preempted by u1", first
+    assert urgent["event"] == "finished"
+    played, _, _ = trim_silence(read_samples(sink.finish())[:, 0])
+    chime = on_device([chime_chunk(chimes_dir, "long")], rate)
+    speech = on_device(entry, rate)  # the urgent request's speech, alone
+    cut = find(played, speech[:2000])
+    assert 0 < cut < len(chime)  # the chime was cut short, the urgent speech came next
+    assert np.array_equal(played[:cut - rate // 10], chime[:cut - rate // 10])
