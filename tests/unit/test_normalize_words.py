@@ -155,6 +155,7 @@ def test_abbreviations(text: str, said: str) -> None:
     ("IT support, the WHO, the US", "i t support, the w h o, the u s"),
     ("WHO IS IT FOR", "Who Is It For"),
     ("OK, use TCP/IP", "okay, use t c p/i p"),
+    ("ETA 5 min, NYC-bound, COVID-19, 300 HP", "e t eh 5 min, n y c-bound, COVID-19, 300 HP"),
     # left for the later passes
     ("Henry VIII and World War II", "Henry VIII and World War II"),
     ("Flight UA 1234, 5 GB, USD 5", "Flight UA 1234, 5 GB, USD 5"),
@@ -211,6 +212,7 @@ def test_roman_numerals(text: str, said: str) -> None:
     ("Tom&Jerry", "Tom and Jerry"),
     ("Meet @ noon.", "Meet at noon."),
     ("Disney+ and 2 + 2 = 4", "Disney plus and 2 plus 2 equals 4"),
+    ("C++ code", "C plus plus code"),
     ("#help", "hash help"),
     ("~five minutes", "about five minutes"),
     ("cash and/or card", "cash and or card"),

@@ -12,8 +12,9 @@ The rule, in this order, for a word of two or more capital letters (``ATMs``/``A
    are spelled unless a common word (:data:`SHORT_WORDS`: ``NO``, ``GO``...); three and more
    are said as a word when :func:`pronounceable`, spelled when not (``NHS``, ``TSA``, ``CIA``).
 
-Left as they are, for the passes after: a word next to a digit (``UA 1234``, ``5 GB``,
-``USD 5``: codes, units, currency), one inside an address (``WWW.EXAMPLE.COM``, ``AT&T`` has its
+Left as they are, for the passes after: a word of up to three letters next to a number
+(``UA 1234``, ``5 GB``, ``USD 5``: codes, units, currency) unless it is a known initialism
+(``ETA 5 min``), one inside an address (``WWW.EXAMPLE.COM``, ``AT&T`` has its
 own reading: letters and "and") and a Roman numeral after a capitalised word (``Henry VIII``,
 ``World War II``: :mod:`agent.text.normalize.roman`).
 """
@@ -53,6 +54,8 @@ MIXED_INITIALISMS = word_set("WHO IT US")
 
 _WORDS_BY_NUMBERS = SHORT_WORDS - {"AM", "PM"}
 """Words next to a number that are still words (``THE 7:15``, ``AT 5``); ``5 AM`` is a time."""
+_UNITS = word_set("HP MP AC DC PC PS")
+"""Initialisms that are also units or model names after a number (``300 HP``, ``12 MP``)."""
 _VOWELS = set("AEIOUY")
 _ONSETS = word_set("""
     B C D F G H J K L M N P Q R S T V W X Z BL BR CH CL CR DR DW FL FR GL GN GR KN KR PH PL PR
@@ -64,7 +67,7 @@ _CODAS = word_set("""
 _VOWEL_RUNS = word_set("A E I O U Y AI AU AY EA EE EI EU EY IE OA OE OI OO OU OY UE UI IA IO EO UA"
                        " UO IOU EAU")
 
-_CAPS = re.compile(r"(?<![\w.@&'-])([A-Z]{2,})((?:'?s)?)(?![\w@&-]|\.\w)")
+_CAPS = re.compile(r"(?<![\w.@&'-])([A-Z]{2,})((?:'?s)?)(?![\w@&]|\.\w|-\d)")
 _AMPERSAND = re.compile(r"(?<![\w&])([A-Z]{1,3})&([A-Z]{1,3})(?![\w&])")
 _LOWER = re.compile(r"[a-z]")
 _RUNS = re.compile(r"[AEIOU]+|Y(?![AEIOU])|[^AEIOUY]+|Y")
@@ -123,6 +126,7 @@ def initialisms(text: str, options: NormalizeOptions) -> str:
         word, suffix = match.group(1), match.group(2)
         start = match.start()
         if len(word) <= 3 and word not in _WORDS_BY_NUMBERS and (
+                word not in INITIALISMS or word in _UNITS) and (
                 _NEXT_TO_DIGIT.match(text, match.end())
                 or _DIGIT_BEFORE.search(text[max(0, start - 2):start])):
             return match.group(0)

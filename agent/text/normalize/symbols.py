@@ -30,6 +30,7 @@ _SPECIAL_SAID = {"and/or": "and or", "w/o": "without", "w/": "with", "c/o": "car
                  "n/a": "not applicable"}
 _SLASH = re.compile(r"(?<![\w/])([A-Za-z]{2,20})/([A-Za-z]{2,20})(?![\w/])")
 _SYMBOL = re.compile(r" ?([&@+=#~]) ?")
+_SPACES = re.compile(r"  +")
 _SAID = {"&": "and", "@": "at", "+": "plus", "=": "equals", "#": "hash", "~": "about"}
 _ELLIPSIS = re.compile(r"(?<=[\w)\"'\u201d\u2019%]) ?(?:\.\.\.|…)[.…]* ?(?=[\w(\"'\u201c\u2018])")
 _AFTER_MARK = re.compile(r"(?<=[,;:!?]) ?(?:\.\.\.|…)[.…]* ?(?=[\w(\"'\u201c\u2018])")
@@ -56,7 +57,7 @@ def symbols(text: str, options: NormalizeOptions) -> str:
         text = _SPECIAL.sub(lambda m: _SPECIAL_SAID[m.group(1).lower()], text)
         text = _SLASH.sub(r"\1 or \2", text)
     if any(c in text for c in "&@+=#~"):
-        text = _SYMBOL.sub(lambda m: _symbol(text, m), text)
+        text = _SPACES.sub(" ", _SYMBOL.sub(lambda m: _symbol(text, m), text))
     return text
 
 
