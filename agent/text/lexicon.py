@@ -3,35 +3,38 @@
 Each :class:`Entry` maps a word or phrase to a *respelling* (plain text that espeak-ng reads
 right: ``"Nguyen" = "win"``) or to *phonemes* (IPA fed to the voice as it is:
 ``"Worcester" = { ipa = "wˈʊstɚ" }``). :meth:`Lexicon.rewrite` replaces whole words and phrases,
-longest first, never inside a word: it walks the text once, following a trie (bounded by the
-longest key) only where a word starts. The file format and its checks are in
-:mod:`agent.text.lexicon_file`.
+longest first, never inside a word: it walks the text once and, only where a word starts that
+begins some key, looks the words that follow up in a dict, as far as the longest such key. The
+file format and its checks are in :mod:`agent.text.lexicon_file`.
 """
 
 from __future__ import annotations
 
-import unicodedata
+import re
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Any
+
+import regex
 
 from agent.text.document import Phonemes, Piece
 
-__all__ = ["FORMAT_VERSION", "Entry", "Lexicon", "LexiconError", "is_word_char"]
+__all__ = ["FORMAT_VERSION", "Entry", "Lexicon", "LexiconError", "count_words", "words_of"]
 
 FORMAT_VERSION = 1
 """The lexicon format this agent reads (the file's ``version``)."""
-_END = ""
-"""The trie's key for "an entry ends here" (no character is the empty string)."""
+_WHITESPACE = re.compile(r"\s+")
+_TOKEN = regex.compile(r"[\w\p{M}]+|\s+|.", regex.DOTALL)
 
 
 class LexiconError(ValueError):
     """A lexicon file that cannot be used; ``problems`` holds one line per problem found."""
 
-    def __init__(self, source: str, problems: list[str]) -> None:
+    def __init__(self, source: str, problems: list[str], total: int | None = None) -> None:
+        """``total``: how many problems were found (``problems`` may list the first ones)."""
         self.source = source
         self.problems = problems
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        self.total = len(problems) if total is None else total
+        more = f" (and {self.total - 1} more)" if self.total > 1 else ""
         super().__init__(f"{source}: {problems[0]}{more}")
 
 
@@ -46,9 +49,16 @@ class Entry:
     case_sensitive: bool = False
 
 
-def is_word_char(ch: str) -> bool:
-    """Letters, digits, ``_`` and combining marks: what a match never cuts through."""
-    return ch.isalnum() or ch == "_" or unicodedata.category(ch)[0] == "M"
+def words_of(text: str) -> list[tuple[int, int]]:
+    """``text`` cut into words (runs of letters, digits, ``_`` and combining marks), runs of
+    whitespace and single other characters: (start, end) of each. A match starts and ends at
+    these boundaries, so it never cuts through a word."""
+    return [m.span() for m in _TOKEN.finditer(text)]
+
+
+def count_words(key: str) -> int:
+    """The words of a key: runs of word characters, and each other character but spaces."""
+    return sum(1 for start, _ in words_of(key) if not key[start].isspace())
 
 
 class Lexicon:
@@ -65,13 +75,22 @@ class Lexicon:
         self.sha256 = sha256
         self.source = source
         self.key = f"lexicon/v{FORMAT_VERSION}/{sha256}" if entries else ""
-        self._exact: dict[str, Any] = {}
-        self._folded: dict[str, Any] = {}
+        self._exact: dict[str, Entry] = {}
+        """Case-sensitive entries by key."""
+        self._folded: dict[str, Entry] = {}
+        """The others by case-folded key."""
+        self._longest: dict[str, tuple[int, int]] = {}
+        """The longest key (case-folded characters, words) of the entries whose first word is
+        this (case-folded): where a match is looked for at all, and how far."""
         for entry in entries:
+            key = entry.key.casefold()
             if entry.case_sensitive:
-                _insert(self._exact, entry.key, entry)
+                self._exact[entry.key] = entry
             else:
-                _insert(self._folded, entry.key.casefold(), entry)
+                self._folded[key] = entry
+            first = key[slice(*words_of(key)[0])]
+            chars, words = self._longest.get(first, (0, 0))
+            self._longest[first] = (max(chars, len(key)), max(words, count_words(key)))
 
     def __len__(self) -> int:
         return self.entries
@@ -84,75 +103,56 @@ class Lexicon:
             return [text] if text else []
         pieces: list[Piece] = []
         plain: list[str] = []
-        start = i = 0
-        n = len(text)
-        while i < n:
-            found = self._match(text, i) if _starts_word(text, i) else None
+        tokens = words_of(text)
+        done = i = 0
+        while i < len(tokens):
+            found = self._match(text, tokens, i)
             if found is None:
                 i += 1
                 continue
-            end, entry = found
-            plain.append(text[start:i])
+            last, entry = found
+            start, end = tokens[i][0], tokens[last][1]
+            plain.append(text[done:start])
             if entry.ipa is not None:
                 if "".join(plain):
                     pieces.append("".join(plain))
                 plain = []
-                pieces.append(Phonemes(entry.ipa, text=text[i:end]))
+                pieces.append(Phonemes(entry.ipa, text=text[start:end]))
             else:
                 plain.append(entry.text or "")
-            start = i = end
-        plain.append(text[start:])
+            done, i = end, last + 1
+        plain.append(text[done:])
         if "".join(plain):
             pieces.append("".join(plain))
         return pieces
 
-    def _match(self, text: str, start: int) -> tuple[int, Entry] | None:
-        """The longest entry that matches at ``start`` and ends at a word boundary."""
-        best: tuple[int, Entry] | None = None
-        for trie, fold in ((self._exact, False), (self._folded, True)):
-            if not trie:
-                continue
-            found = _walk(trie, text, start, fold)
-            if found is not None and (best is None or found[0] > best[0]):
-                best = found
-        return best
-
-
-def _insert(trie: dict[str, Any], key: str, entry: Entry) -> None:
-    node = trie
-    for ch in key:
-        node = node.setdefault(ch, {})
-    node[_END] = entry
-
-
-def _starts_word(text: str, i: int) -> bool:
-    """Whether a match may start at ``i``: not in the middle of a word."""
-    return i == 0 or not (is_word_char(text[i - 1]) and is_word_char(text[i]))
-
-
-def _ends_word(text: str, end: int) -> bool:
-    return end >= len(text) or not (is_word_char(text[end - 1]) and is_word_char(text[end]))
-
-
-def _walk(trie: dict[str, Any], text: str, start: int, fold: bool) -> tuple[int, Entry] | None:
-    """Follow ``trie`` along ``text`` from ``start`` (a run of whitespace is one space; with
-    ``fold``, characters are case-folded); the longest entry ending at a word boundary. Bounded
-    by the longest key."""
-    node, i, n = trie, start, len(text)
-    best: tuple[int, Entry] | None = None
-    while i < n:
-        ch = text[i]
-        if ch.isspace():
-            ch = " "
-            while i + 1 < n and text[i + 1].isspace():
-                i += 1
-        for c in ch.casefold() if fold else ch:
-            child: dict[str, Any] | None = node.get(c)
-            if child is None:
-                return best
-            node = child
-        i += 1
-        entry = node.get(_END)
-        if entry is not None and _ends_word(text, i):
-            best = (i, entry)
-    return best
+    def _match(self, text: str, tokens: list[tuple[int, int]],
+               first: int) -> tuple[int, Entry] | None:
+        """The longest entry that starts at word ``first``: (its last word, the entry). Only
+        where some key starts with that word; then one dict lookup per word that follows, as
+        far as the longest such key (a run of whitespace counts as one space)."""
+        start, end = tokens[first]
+        longest = self._longest.get(text[start:end].casefold())
+        if longest is None:
+            return None
+        chars, words = longest
+        ends: list[tuple[int, int]] = []  # (last word, length of the match)
+        length, seen, i = end - start, 1, first
+        while True:
+            ends.append((i, length))
+            i += 1
+            if i < len(tokens) and text[tokens[i][0]].isspace():
+                length, i = length + 1, i + 1
+            if i >= len(tokens) or seen >= words:
+                break
+            length += tokens[i][1] - tokens[i][0]
+            seen += 1
+            if length > chars:
+                break
+        spans = _WHITESPACE.sub(" ", text[start:tokens[ends[-1][0]][1]])
+        for last, size in reversed(ends):
+            span = spans[:size]
+            entry = self._exact.get(span) or self._folded.get(span.casefold())
+            if entry is not None:
+                return last, entry
+        return None

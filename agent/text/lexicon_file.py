@@ -31,15 +31,17 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-from agent.text.lexicon import FORMAT_VERSION, Entry, Lexicon, LexiconError
+from agent.text.lexicon import FORMAT_VERSION, Entry, Lexicon, LexiconError, count_words
 
-__all__ = ["MAX_ENTRIES", "MAX_FILE_BYTES", "MAX_KEY_CHARS", "MAX_VALUE_CHARS", "load_lexicon",
-           "parse_lexicon", "read_lexicon_file"]
+__all__ = ["MAX_ENTRIES", "MAX_FILE_BYTES", "MAX_KEY_CHARS", "MAX_KEY_WORDS", "MAX_VALUE_CHARS",
+           "load_lexicon", "parse_lexicon", "read_lexicon_file"]
 
 MAX_FILE_BYTES = 1 << 20
 MAX_ENTRIES = 10_000
 MAX_KEY_CHARS = 100
 """Longest word or phrase (characters, after whitespace is collapsed)."""
+MAX_KEY_WORDS = 12
+"""Most words in a phrase (:func:`agent.text.lexicon.count_words`: a punctuation mark is one)."""
 MAX_VALUE_CHARS = 200
 """Longest respelling or IPA string (characters)."""
 _RESERVED_IPA = frozenset("^$_")
@@ -108,7 +110,7 @@ def parse_lexicon(raw: bytes, source: str = "lexicon", *, json_format: bool = Fa
     checker = _Checker(text, symbols, symbols_from)
     entries = checker.entries(words, default_case)
     if checker.problems:
-        raise LexiconError(source, checker.problems[:_MAX_LISTED])
+        raise LexiconError(source, checker.problems, total=checker.found)
     return Lexicon(entries, sha256=hashlib.sha256(raw).hexdigest(), source=source)
 
 
@@ -170,6 +172,14 @@ class _Checker:
         self.symbols = symbols
         self.symbols_from = symbols_from
         self.problems: list[str] = []
+        """The first :data:`_MAX_LISTED` problems (each names its entry and line)."""
+        self.found = 0
+        """Every problem found."""
+
+    def problem(self, raw_key: str, what: str) -> None:
+        self.found += 1
+        if len(self.problems) < _MAX_LISTED:  # the line is looked for in the first ones only
+            self.problems.append(f"{self.where(raw_key)}{what}")
 
     def where(self, raw_key: str) -> str:
         """``entry 'key' (line N)``: the line found by looking for the key as written."""
@@ -191,8 +201,8 @@ class _Checker:
             earlier = seen.get(folded)
             if earlier is not None and not (entry.case_sensitive and earlier[1].case_sensitive
                                             and entry.key != earlier[1].key):
-                self.problems.append(f"{self.where(raw_key)} repeats {earlier[0]!r} (keys are "
-                                     "compared case-folded unless both are case_sensitive)")
+                self.problem(raw_key, f" repeats {earlier[0]!r} (keys are compared case-folded "
+                             "unless both are case_sensitive)")
                 continue
             seen[folded] = (raw_key, entry)
             entries.append(entry)
@@ -203,7 +213,7 @@ class _Checker:
         if problem is None:
             fields, problem = _fields(value)
         if problem is not None:
-            self.problems.append(f"{self.where(raw_key)}: {problem}")
+            self.problem(raw_key, f": {problem}")
             return None
         key = _WHITESPACE.sub(" ", unicodedata.normalize("NFC", raw_key)).strip()
         case = fields.get("case_sensitive", default_case)
@@ -216,7 +226,7 @@ class _Checker:
             problem = _text_problem(respelling, "respelling")
             entry = Entry(key, text=respelling, case_sensitive=case)
         if problem is not None:
-            self.problems.append(f"{self.where(raw_key)}: {problem}")
+            self.problem(raw_key, f": {problem}")
             return None
         return entry
 
@@ -227,6 +237,8 @@ class _Checker:
             return "the word is empty"
         if len(key) > MAX_KEY_CHARS:
             return f"the word is longer than {MAX_KEY_CHARS} characters"
+        if count_words(key) > MAX_KEY_WORDS:
+            return f"the phrase has more than {MAX_KEY_WORDS} words"
         if any(unicodedata.category(ch)[0] == "C" for ch in key):
             return "the word holds a control character"
         if not any(ch.isalnum() for ch in key):

@@ -17,6 +17,7 @@ from agent.text.lexicon_file import (
     MAX_ENTRIES,
     MAX_FILE_BYTES,
     MAX_KEY_CHARS,
+    MAX_KEY_WORDS,
     MAX_VALUE_CHARS,
     load_lexicon,
     parse_lexicon,
@@ -142,6 +143,10 @@ def test_lengths_are_bounded() -> None:
     assert len(lexicon(words(f'"a" = "{value}"'))) == 1
     assert "respelling is longer than 200" in problems(words(f'"a" = "{value}b"'))[0]
     assert "ipa is longer than 200" in problems(words(f'"a" = {{ ipa = "{value}b" }}'))[0]
+    phrase = " ".join(["a"] * MAX_KEY_WORDS)
+    assert len(lexicon(words(f'"{phrase}" = "x"'))) == 1
+    assert "the phrase has more than 12 words" in problems(words(f'"{phrase} b" = "x"'))[0]
+    assert "more than 12 words" in problems(words(f'"{"." * 12}a" = "x"'))[0]  # marks count
 
 
 def test_duplicates_are_refused_case_folded() -> None:
@@ -162,8 +167,8 @@ def test_duplicates_are_refused_case_folded() -> None:
 def test_every_problem_is_listed_up_to_ten() -> None:
     with pytest.raises(LexiconError) as caught:
         parse_lexicon(words(*[f'"w{i}" = ""' for i in range(15)]).encode(), "f.toml")
-    assert len(caught.value.problems) == 10
-    assert str(caught.value) == "f.toml: entry 'w0' (line 3): respelling is empty (and 9 more)"
+    assert len(caught.value.problems) == 10 and caught.value.total == 15
+    assert str(caught.value) == "f.toml: entry 'w0' (line 3): respelling is empty (and 14 more)"
 
 
 def test_ipa_symbols_are_checked_against_the_voice() -> None:
@@ -257,9 +262,9 @@ def test_respellings_are_not_matched_again() -> None:
 
 
 def test_hostile_text_against_a_full_lexicon_is_linear() -> None:
-    keys = [f'"{"a " * 40}w{i}" = "x"' for i in range(MAX_ENTRIES)]
+    keys = [f'"{"a " * (MAX_KEY_WORDS - 1)}w{i}" = "x"' for i in range(MAX_ENTRIES)]
     lex = lexicon(words(*keys))
-    text = "a " * 50_000  # every position is a word start that walks deep into the trie
+    text = "a " * 10_000  # every word starts a key: each is looked up as far as the longest
     done = threading.Event()
     result: list[object] = []
 
@@ -270,7 +275,23 @@ def test_hostile_text_against_a_full_lexicon_is_linear() -> None:
     threading.Thread(target=run, daemon=True).start()
     assert done.wait(120), "rewrite did not finish"
     assert result == [[text]]
-    assert lex.rewrite("a " * 40 + "w17 end") == ["x end"]
+    assert lex.rewrite("a " * (MAX_KEY_WORDS - 1) + "w17 end") == ["x end"]
+
+
+def test_a_refused_file_with_many_problems_is_reported_quickly() -> None:
+    done = threading.Event()
+    found: list[LexiconError] = []
+
+    def run() -> None:
+        try:
+            parse_lexicon(words(*[f'"w{i}" = ""' for i in range(MAX_ENTRIES)]).encode(), "f")
+        except LexiconError as exc:
+            found.append(exc)
+        done.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    assert done.wait(120), "the checks did not finish"
+    assert found[0].total == MAX_ENTRIES and len(found[0].problems) == 10
 
 
 # -- the holder -----------------------------------------------------------------------------
