@@ -131,6 +131,10 @@ def test_codes(text: str, said: str) -> None:
     ("Made in the U.K.", "Made in the u k."),
     ("Open 9 a.m. daily", "Open 9 a.m. daily"),
     ("Say no. Then go", "Say no. Then go"),
+    ("John F. Kennedy airport", "John F Kennedy airport"),
+    ("Dr. J. Smith and Mrs. K. Lee", "doctor J Smith and missus K Lee"),
+    ("Go to Gate B. Then wait.", "Go to Gate B. Then wait."),
+    ("Plan A. Then rest.", "Plan A. Then rest."),
 ])
 def test_abbreviations(text: str, said: str) -> None:
     assert abbreviations(text, OPTIONS) == said
@@ -268,7 +272,8 @@ def _sentences(espeak: EspeakPhonemizer, text: str) -> int:
     "Dr. Smith to reception.", "Mr. Jones, please come forward.", "Mrs. Brown called.",
     "Trains to St. Louis leave now.", "Prof. Lee will speak.", "Bring food, e.g. fruit.",
     "Apples, pears, etc. are sold here.", "Lakers vs. Celtics tonight.",
-    "Meet at 12 Baker St. by the door.", "Room No. 5 is free.",
+    "Meet at 12 Baker St. by the door.", "Room No. 5 is free.", "Dr. J. Smith to desk four.",
+    "Fly from John F. Kennedy airport.",
 ])
 def test_an_abbreviation_does_not_end_the_sentence(espeak: EspeakPhonemizer, text: str) -> None:
     # espeak-ng alone makes two sentences of most of these (a falling tone inside the name)

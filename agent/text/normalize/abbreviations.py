@@ -14,7 +14,10 @@ Smith" (one sentence, where espeak-ng made two, with a falling tone inside the n
   (and plurals, with or without a dot) after a number are minutes, hours, seconds
   (``1 min`` "1 minute", ``2 hrs`` "2 hours").
 - Letters with dots (``U.S.``, ``U.K.``) are spelled; their last dot ends a sentence only at
-  the end of the text. ``a.m.``/``p.m.`` and month names are the numbers' (times, dates).
+  the end of the text. A name's initial loses its dot (``John F. Kennedy``, ``Dr. J. Smith``:
+  at the start, after a title or a capitalised name, before a capitalised word; not ``A``,
+  ``I`` or a letter after a code word: ``Gate B. Then``). ``a.m.``/``p.m.`` and month names
+  are the numbers' (times, dates).
 """
 
 from __future__ import annotations
@@ -58,6 +61,11 @@ _LATIN = re.compile(r"(?<![\w.])([eE])\.\s?g\.?(?=[\s,;:)]|$)|(?<![\w.])([iI])\.
 _NUMBER = re.compile(r"(?<![\w.])(Nos?|nos?)\.\s?(?=#?\d)")
 _UNIT = re.compile(r"(?<![\w.])(\d{1,6}(?:\.\d{1,3})?) ?(mins?|hrs?|secs?)\b\.?")
 _LETTERS = re.compile(r"(?<![\w.])((?:[A-Z]\.){2,6})(?![\w])")
+_INITIAL = re.compile(r"(?<![\w.])([B-HJ-Z])\.(?= [A-Z][a-z])")
+_SAID_TITLES = frozenset(TITLES.values())
+_NOT_BEFORE_INITIAL = frozenset({"Gate", "Platform", "Plan", "Seat", "Row", "Zone", "Terminal",
+                                 "Exit", "Level", "Track", "Stand", "Bay", "Door", "Vitamin",
+                                 "Type", "Class", "Grade", "Car", "Coach", "Wing", "Block"})
 _BARE_ST = re.compile(r"(?<=[A-Za-z] )St\b(?!\.)(?=\s*(?:$|[,;:!?]|[a-z]))")
 _CAPITAL_NEXT = re.compile(r"[\"')\u201d\u2019]?\s+[A-Z]")
 _END = re.compile(r"[\"')\u201d\u2019]*\s*$")
@@ -96,6 +104,16 @@ def _dotted(text: str, match: re.Match[str]) -> str:
     return SENTENCE_WORDS[name] + _dot(text, end, sentence=True)
 
 
+def _initial(text: str, match: re.Match[str]) -> str:
+    """A name's initial (``John F. Kennedy``, ``J. Smith``) loses its dot; a letter after a
+    code word (``Gate B. Then``) keeps it, and A and I are words."""
+    before = _before(text, match.start())
+    if before in _NOT_BEFORE_INITIAL or (
+            before and not _capitalised(before) and before not in _SAID_TITLES):
+        return match.group(0)
+    return match.group(1)
+
+
 def _letters(text: str, match: re.Match[str]) -> str:
     if match.group(1) in ("A.M.", "P.M."):
         return match.group(0)
@@ -122,6 +140,7 @@ def abbreviations(text: str, options: NormalizeOptions) -> str:
         text = _LATIN.sub(lambda m: _latin(text, m), text)
         text = _LETTERS.sub(lambda m: _letters(text, m), text)
         text = _DOTTED.sub(lambda m: _dotted(text, m), text)
+        text = _INITIAL.sub(lambda m: _initial(text, m), text)
     if "St" in text:
         text = _BARE_ST.sub(lambda m: "street" if _capitalised(_before(text, m.start()))
                             else m.group(0), text)
