@@ -228,3 +228,34 @@ def test_the_real_voice_speaks_the_lexicon(mqtt_broker: Broker, real_voice_dir: 
         final = controller.wait_json(DEV.events,
                                      lambda e: e["id"] == "joe-lex" and e["final"], 120)
         assert final["event"] == "finished" and final["audio_s"] > 1.0
+
+
+def test_phonemize_shows_the_lexicon(tmp_path: Path, tiny_voice_dir: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    from tests.support import REPO
+
+    lexicon = tmp_path / "lexicon.toml"
+    lexicon.write_text(V2, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TTS_AGENT_")}
+    env.update(PYTHONPATH=str(REPO), TTS_AGENT_MODELS__DIR=str(tiny_voice_dir.parent),
+               TTS_AGENT_MODELS__DEFAULT_VOICE=tiny_voice_dir.name,
+               TTS_AGENT_CACHE__DIR=str(tmp_path / "cache"),
+               TTS_AGENT_TEXT__LEXICON=str(lexicon))
+
+    def phonemize() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "agent", "phonemize", "--json", "--text",
+                               SENTENCE], capture_output=True, text=True, env=env, timeout=120,
+                              check=False, cwd=tmp_path)
+
+    result = phonemize()
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    said = "".join(s["phonemes"] for s in json.loads(result.stdout)["sentences"])
+    assert "wˈɔːɹsɛstɚ" in said and "nˈʌ" in said
+    lexicon.write_text('version = 1\n[words]\n"Nguyen" = ""\n', encoding="utf-8")
+    result = phonemize()  # a refused lexicon: one log line, the text phonemized without it
+    assert result.returncode == 0, result.stderr
+    assert "lexicon_rejected" in result.stderr and "respelling is empty" in result.stderr
+    assert "wˈɔːɹsɛstɚ" not in result.stdout
