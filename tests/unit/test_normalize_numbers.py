@@ -120,6 +120,12 @@ YMD = Normalizer(NormalizeOptions(date_order="ymd"))
     ("He is 6 ft 2 in tall.", "He is six feet two inches tall."),
     ("Clearance 1 ft 1 in.", "Clearance one foot one inch."),
     ("The year is 2026.", "The year is twenty twenty six."),
+    # ranges of money, temperatures and ordinals; a unit before a hyphen
+    ("Tickets are $5-$10.", "Tickets are five dollars to ten dollars."),
+    ("Tickets are $5-10.", "Tickets are five dollars to ten dollars."),
+    ("Highs of 20-25°C today.", "Highs of twenty to twenty five degrees Celsius today."),
+    ("The 1st-3rd floors are closed.", "The first to third floors are closed."),
+    ("The 2 km-long tunnel.", "The two kilometer-long tunnel."),
     # letters that are more often something else than a unit
     ("Take exit 12 W now.", "Take exit twelve W now."),
     ("It is 300 K here.", "It is three hundred K here."),

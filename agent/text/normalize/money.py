@@ -3,8 +3,9 @@
 A currency symbol or ISO code before or after the amount; two decimals are the minor unit
 (cents, pence), one decimal is tens of it (``$2.5`` "two dollars and fifty cents"), more
 decimals or a scale word make a decimal amount (``$1.5 million`` "one point five million
-dollars"). ``99¢`` is cents; ``$9.99/month`` "... per month". One of a unit is singular
-(``$1`` "one dollar", ``1p`` "one penny"); yen has no plural and no minor unit read.
+dollars"). ``99¢`` is cents; ``$9.99/month`` "... per month"; ``$5-$10`` and ``$5-10`` "five
+dollars to ten dollars". One of a unit is singular (``$1`` "one dollar", ``1p`` "one penny");
+yen has no plural and no minor unit read.
 """
 
 from __future__ import annotations
@@ -84,7 +85,14 @@ def _with_per(m: re.Match[str], options: NormalizeOptions) -> str:
     return _say(m, options) + (f" per {_PER[per]}" if per else "")
 
 
+_SPAN = r"\d{1,3}+(?:,\d{3})*+(?:\.\d++)?"
+_RANGE = re.compile(rf"(?<![\w$€£¥₹])(?P<sym>[$€£¥₹])(?P<a>{_SPAN})\s?[-–—]\s?(?P=sym)?"
+                    rf"(?P<b>{_SPAN})(?![\w/]|[.,]\d)")
+"""``$5-$10``, ``$5-10``, ``£5–£8``: each amount with its symbol, "to" between."""
+
+
 def money(text: str, options: NormalizeOptions) -> str:
     """Amounts with a currency symbol or code, before or after, in words."""
+    text = _RANGE.sub(lambda m: f"{m['sym']}{m['a']} to {m['sym']}{m['b']}", text)
     text = BEFORE.sub(lambda m: _with_per(m, options), text)
     return AFTER.sub(lambda m: _say(m, options), text)

@@ -2,7 +2,8 @@
 
 A range or a score is two numbers joined by a hyphen or a dash (``-``, ``–``, ``—``), with or
 without spaces: both are read "N to M" (``10–15 minutes`` "ten to fifteen minutes", ``3-2``
-"three to two"), so a score needs no context to be read right. The numbers stay digits for the
+"three to two"), so a score needs no context to be read right; ordinals too (``1st-3rd``
+"first to third"). The numbers stay digits for the
 later passes, so ``10-15%`` and ``5–10 km`` get their unit; two years (``2024–2026``) are read
 as years. A fraction is ``a/b`` not glued to other digits or slashes: "one half", "three
 quarters", "two thirds", "five sixteenths", ``1 1/2`` "one and a half", and the vulgar
@@ -21,8 +22,9 @@ from agent.text.normalize.options import NormalizeOptions
 __all__ = ["fractions", "percent", "ranges"]
 
 _NUM = r"\d{1,3}+(?:,\d{3})++(?![\d,]\d)|\d++(?:\.\d++)?"
-_RANGE = re.compile(rf"(?<![\w.,/:-])(?P<a>{_NUM})(?P<dash>\s?[–—]\s?|-|\s-\s)(?P<b>{_NUM})"
-                    r"(?![\w/:]|[-–—]\d|[.,]\d)")
+_NTH = r"(?:st|nd|rd|th)"
+_RANGE = re.compile(rf"(?<![\w.,/:-])(?P<a>{_NUM})(?P<sa>{_NTH})?(?P<dash>\s?[–—]\s?|-|\s-\s)"
+                    rf"(?P<b>{_NUM})(?P<sb>{_NTH})?(?![\w/:]|[-–—]\d|[.,]\d)")
 _YEAR = re.compile(r"1\d{3}|20\d{2}")
 _FRACTION = re.compile(r"(?<![\w.,/:])(?:(?P<whole>\d++)\s)?(?P<a>\d{1,6}+)/(?P<b>\d{1,6}+)"
                        r"(?![\w/]|[.,]\d)")
@@ -39,9 +41,9 @@ def ranges(text: str, options: NormalizeOptions) -> str:
 
     def say(m: re.Match[str]) -> str:
         a, b = m["a"], m["b"]
-        if _YEAR.fullmatch(a) and _YEAR.fullmatch(b):
+        if _YEAR.fullmatch(a) and _YEAR.fullmatch(b) and not (m["sa"] or m["sb"]):
             return f"{spoken.year(a, options)} to {spoken.year(b, options)}"
-        return f"{a} to {b}"
+        return f"{a}{m['sa'] or ''} to {b}{m['sb'] or ''}"
 
     return _RANGE.sub(say, text)
 

@@ -2,13 +2,13 @@
 
 A number (whole or decimal, thousands separators, a sign) followed by a unit symbol, with or
 without a space: the unit is said in full, singular for exactly one (``1 kg`` "one kilogram",
-``1.5 kg`` "one point five kilograms", and after "a": ``a 500 m walk`` "a five hundred meter
-walk"), and a per-unit with "per" (``km/h`` "kilometers per hour", ``m/s``). Symbols that are
-also words (``in``, ``a``, ``am``) are not taken, except ``in`` after feet (``6 ft 2 in``,
-``5'10"`` "five feet ten inches"); ``m`` is meters, ``min`` minutes. Letters more often
-something else are no unit: ``K`` (``5K run``, ``4K``), ``W`` (``Exit 12 W``), ``V``.
-Temperatures: ``°C``, ``°F``, ``°K`` after a number are degrees Celsius, degrees Fahrenheit
-and kelvins; ``°`` alone is degrees; a leading ``-`` is "minus".
+``1.5 kg`` "one point five kilograms"), after "a" and before a hyphen (``a 500 m walk`` "a five
+hundred meter walk", ``2 km-long``), and a per-unit with "per" (``km/h`` "kilometers per
+hour", ``m/s``). Symbols that are also words (``in``, ``a``, ``am``) are not taken, except
+``in`` after feet (``6 ft 2 in``, ``5'10"`` "five feet ten inches"); ``m`` is meters, ``min``
+minutes. Letters more often something else are no unit: ``K`` (``5K run``, ``4K``), ``W``
+(``Exit 12 W``), ``V``. Temperatures: ``°C``, ``°F``, ``°K`` after a number are degrees
+Celsius, degrees Fahrenheit and kelvins; ``°`` alone is degrees; a leading ``-`` is "minus".
 """
 
 from __future__ import annotations
@@ -64,7 +64,8 @@ def _count(m: re.Match[str], options: NormalizeOptions) -> tuple[str, bool]:
 
 def _unit(m: re.Match[str], options: NormalizeOptions) -> str:
     said, one = _count(m, options)
-    one = one or m.string[max(0, m.start() - 3):m.start()].lower() in (" a ", "an ", "a ")
+    one = (one or m.string[max(0, m.start() - 3):m.start()].lower() in (" a ", "an ", "a ")
+           or m.string[m.end():m.end() + 1] == "-")  # "a 2 km-long tunnel"
     name = UNITS[m["unit"]]
     head, per, tail = name.partition(" per ")
     head = head if one else spoken.plural(head)
