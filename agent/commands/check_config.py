@@ -153,7 +153,8 @@ def _lexicon(settings: Settings, path: Path) -> list[Check]:
     except LexiconError as exc:
         return [Check("text.lexicon", f"{exc.source}: {problem}") for problem in exc.problems]
     checked = f", IPA checked against {known[1]}" if known else ""
-    return [Check("text.lexicon", note=f"{path}: {len(lexicon)} entries{checked}")]
+    count = f"{len(lexicon)} entr{'y' if len(lexicon) == 1 else 'ies'}"
+    return [Check("text.lexicon", note=f"{path}: {count}{checked}")]
 
 
 def _mqtt_files(settings: Settings) -> list[Check]:
