@@ -72,6 +72,8 @@ YMD = Normalizer(NormalizeOptions(date_order="ymd"))
     ("In the 1990s.", "In the nineteen nineties."),
     ("Hits of the '80s.", "Hits of the eighties."),
     ("We seat 1500 guests.", "We seat one thousand five hundred guests."),
+    ("Reopens in March 2027.", "Reopens in March twenty twenty seven."),
+    ("Valid until Dec. 2026.", "Valid until December twenty twenty six."),
     # phone numbers
     ("Call 555-0123 for help.", "Call five five five, oh one two three for help."),
     ("Call (415) 555-0123.", "Call four one five, five five five, oh one two three."),

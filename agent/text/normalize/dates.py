@@ -3,10 +3,12 @@
 Said the way the setting ``date_order`` reads them: ``mdy`` (the default) "December first
 twenty twenty six", ``dmy`` "the first of December twenty twenty six"; ``ymd`` reads numeric
 dates year first and says them like ``mdy``. A written-out month keeps the order it was written
-in (``4 July`` "the fourth of July", ``July 4`` "July fourth"). ISO dates (``2026-12-01``) are
-always year, month, day. A numeric date without a year (``3/12``) is a date only after a word
-that announces one (``on``, ``until``, ``from``, ``due``, a weekday...); otherwise it is left
-for the fractions pass. Impossible dates (month 13, day 32) are not dates.
+in (``4 July`` "the fourth of July", ``July 4`` "July fourth"); a month and a year is
+``March 2027`` "March twenty twenty seven", ``Dec. 2026`` "December twenty twenty six". ISO
+dates (``2026-12-01``) are always year, month, day. A numeric date without a year (``3/12``)
+is a date only after a word that announces one (``on``, ``until``, ``from``, ``due``, a
+weekday...); otherwise it is left for the fractions pass. Impossible dates (month 13, day 32)
+are not dates.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ _YEAR = r"(?:,?\s(?P<year>1\d{3}|20\d{2})(?![\w]|[.,]\d))"
 
 _ISO = re.compile(r"(?<![\w.-])(?P<year>\d{4})-(?P<month>[01]\d)-(?P<day>[0-3]\d)(?![\w-]|\.\d)")
 _MONTH_DAY = re.compile(rf"(?<![\w]){_MONTH}\s{_DAY}{_YEAR}?")
+_MONTH_YEAR = re.compile(rf"(?<![\w]){_MONTH}\s(?P<year>1\d{{3}}|20\d{{2}})(?!\w|[.,:/-]\d)")
 _DAY_MONTH = re.compile(rf"(?<![\w.,/]){_DAY}\s(?:of\s)?{_MONTH}{_YEAR}?")
 _NUMERIC = re.compile(r"(?<![\w./-])(?P<a>\d{1,2})(?P<sep>[/.])(?P<b>\d{1,2})"
                       r"(?:(?P=sep)(?P<c>\d{4}|\d{2}))?(?![\w/]|[.,]\d)")
@@ -117,5 +120,7 @@ def dates(text: str, options: NormalizeOptions) -> str:
     text = _ISO.sub(lambda m: _iso(m, options), text)
     text = _MONTH_DAY.sub(lambda m: _written(m, options, day_first=False), text)
     text = _DAY_MONTH.sub(lambda m: _written(m, options, day_first=True), text)
+    text = _MONTH_YEAR.sub(lambda m: f"{MONTHS[_month_number(m['month']) - 1]} "
+                           f"{spoken.year(m['year'], options)}", text)
     text = _YEAR_FIRST.sub(lambda m: _year_first(m, options), text)
     return _NUMERIC.sub(lambda m: _numeric(m, text, options), text)
