@@ -468,3 +468,14 @@ def test_a_torn_outcome_record_is_tolerated(path: Path) -> None:
     assert [e["event"] for e in sent.finals()["cut"]] == ["failed"]  # unfinished on disk
     done = duplicate_of(sent, again, "done")
     assert done is not None and done["outcome"] == "finished"
+
+
+def test_a_replayed_request_keeps_its_chime(path: Path) -> None:
+    journal = journal_at(path, replay=True)
+    journal.load()
+    tracker = RequestTracker(EventPublisher(Sent(), DEV), observer=journal)
+    chimed = SpeakJob("chimed", SpeakRequest("Doors closing.", chime="ding"), None)
+    open_request(tracker, "chimed", subject=chimed)
+    _, jobs, _ = restart(path, replay=True)
+    replayed = jobs.pop_above(None)
+    assert replayed is not None and replayed.request.chime == "ding"
