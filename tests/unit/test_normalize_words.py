@@ -90,6 +90,7 @@ def test_web_addresses(text: str, said: str) -> None:
     ("Room #3", "Room number 3"),
     ("Room 101, please", "Room one oh one, please"),
     ("Flight 1234 to Denver", "Flight twelve thirty four to Denver"),
+    ("Call Ext. 4021 or Apt. 305", "Call Ext. forty twenty one or Apt. three oh five"),
     ("Vitamin B12 and CO2", "Vitamin b twelve and c o two"),
     ("Gate A is open, Exit C", "Gate eh is open, Exit c"),
     # left for the numbers

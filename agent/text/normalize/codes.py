@@ -31,11 +31,11 @@ __all__ = ["CAPITALISED_CODE_WORDS", "CODE_WORDS", "codes"]
 
 CODE_WORDS = word_set("""
     gate gates platform platforms track tracks room rooms terminal coach carriage carousel
-    flight flights train bus route berth aisle apartment apt""")
+    flight flights train bus route berth aisle apartment apt ext extension""")
 """Words after which a number of three or more digits is a code, read in pairs."""
 CAPITALISED_CODE_WORDS = word_set("""
     Seat Seats Row Stand Bay Exit Level Floor Door Zone Car Counter Desk Belt Line Bed Ward
-    Pier Dock Lane Box Unit Suite Booth Locker Hall""")
+    Pier Dock Lane Box Unit Suite Booth Locker Hall Lot""")
 """Words that are codes only with a capital (``Seat 101``; ``we seat 1500 guests`` is not)."""
 _UNITS = word_set("""
     GB MB KB TB PB GHZ MHZ KHZ HZ KW MW GW KWH MWH MPH KPH KMH FPS AM PM MM CM KM KG MG ML
@@ -48,7 +48,7 @@ _FLIGHT = re.compile(r"(?<![\w.,/-])([A-Z]{2}|[A-Z]\d|\d[A-Z]) (\d{1,4})(?![\w/-
 _LETTERS_FIRST = re.compile(r"(?<![\w.,/-])([A-Z]{1,3})(\d{1,4})([A-Z]?)(?![\w/-]|[.,]\d)")
 _DIGITS_FIRST = re.compile(r"(?<![\w.,/-])(\d{1,4})([A-Z]{1,3})(?![\w/'-]|[.,]\d)")
 _LETTER_AFTER_WORD = re.compile(r"(?<![\w.-])([A-Za-z]{2,12})( {1,3})([A-Z])(?![\w&'-]|\.\w)")
-_AFTER_WORD = re.compile(r"(?<![\w.-])([A-Za-z]{2,12})( {1,3})(\d{3,4})(?![\w/:-]|[.,]\d)")
+_AFTER_WORD = re.compile(r"(?<![\w.-])([A-Za-z]{2,12})(\.? {1,3})(\d{3,4})(?![\w/:-]|[.,]\d)")
 
 
 def _flight(match: re.Match[str]) -> str:
