@@ -62,6 +62,12 @@ _MARKS = {".": (".", True), "?": ("?", True), "!": ("!", True), ",": (",", False
 """Punctuation that ends given phonemes' clause when the text after them starts with it."""
 MAX_EXPANSION = 8
 """The normalizer may write a text out at most this many times its length (characters)."""
+PLACEHOLDER = "Quux"
+"""A word espeak-ng says as one stressed word after any other: put after a text that given
+phonemes follow, so that the text's last words get the forms they have inside a sentence
+(``to`` tə, ``a`` ɐ; at the end of a text espeak-ng says tuː, ˈeɪ), then taken off again."""
+_OPEN_END = frozenset(".?!,:;\u2026\u2013\u2014\u3002\uff0c\uff0e\uff01\uff1f\uff1a\uff1b")
+_CLOSERS = "\"')]}\u00bb\u201d\u2019 "
 
 
 class TextNormalizer(Protocol):
@@ -271,6 +277,7 @@ class Frontend:
         self.lexicon = lexicon
         self.drop_symbols = drop_symbols
         self._clauses = lru_cache(maxsize=cache_size)(self._clauses_uncached)
+        self._marker: str | None = None
 
     @property
     def text_key(self) -> str:
@@ -282,22 +289,25 @@ class Frontend:
         return f"normalizer={normalizer}|lexicon={lexicon}|symbols=" + (
             "drop" if self.drop_symbols else "keep")
 
-    def _clauses_uncached(self, text: str, verbatim: bool, key: str) -> tuple[Clause, ...]:
+    def _clauses_uncached(self, text: str, verbatim: bool, before_given: bool,
+                          key: str) -> tuple[Clause, ...]:
         del key  # part of the cache key only
         pieces = _merge(self.lexicon.rewrite(text)) if self.lexicon is not None else [text]
         clauses: list[Clause] = []
-        for piece in pieces:
+        for index, piece in enumerate(pieces):
             if isinstance(piece, Phonemes):
                 clauses.append(self._given(piece))
             else:
                 rest = piece
                 if clauses and isinstance(clauses[-1], _GivenClause):
                     rest = self._end_given(clauses, piece)
-                clauses.extend(self._text_clauses(rest, verbatim))
+                followed = before_given if index == len(pieces) - 1 else True
+                clauses.extend(self._text_clauses(rest, verbatim, followed))
         return tuple(clauses)
 
-    def _text_clauses(self, text: str, verbatim: bool) -> list[Clause]:
-        """Normaliser (unless ``verbatim``), symbols, espeak-ng: one text's clauses."""
+    def _text_clauses(self, text: str, verbatim: bool, before_given: bool) -> list[Clause]:
+        """Normaliser (unless ``verbatim``), symbols, espeak-ng: one text's clauses; with
+        ``before_given``, as the start of a sentence that given phonemes continue."""
         if self.normalizer is not None and not verbatim:
             text = self.normalizer(text)
             if len(text) > MAX_EXPANSION * self.max_chars:
@@ -305,7 +315,32 @@ class Frontend:
                                 "characters once numbers and symbols are in words")
         if self.drop_symbols:
             text = drop_symbols(text)
-        return self._espeak.clauses(text) if text.strip() else []
+        if not text.strip():
+            return []
+        if not before_given or text.rstrip(_CLOSERS)[-1:] in _OPEN_END:
+            return self._espeak.clauses(text)
+        return self._open_ended(text)
+
+    def _open_ended(self, text: str) -> list[Clause]:
+        """The clauses of a text that given phonemes continue (it ends on no mark): phonemized
+        with :data:`PLACEHOLDER` after it, which is then taken off, and its last clause left
+        open (no mark, not a sentence end: espeak-ng builds that end a text with a period)."""
+        marker = " " + self._placeholder()
+        probe = self._espeak.clauses(f"{text} {PLACEHOLDER}")
+        if probe and probe[-1].phonemes.endswith(marker):
+            last = probe[-1]
+            words = last.text[:-len(PLACEHOLDER)].rstrip() if last.text.endswith(PLACEHOLDER) \
+                else last.text
+            return [*probe[:-1], replace(last, text=words, phonemes=last.phonemes[:-len(marker)],
+                                         terminator="", end_of_sentence=False)]
+        plain = self._espeak.clauses(text)  # the placeholder did not stay a word of its own
+        return [*plain[:-1], replace(plain[-1], terminator="", end_of_sentence=False)]
+
+    def _placeholder(self) -> str:
+        if self._marker is None:
+            said = self._espeak.clauses(PLACEHOLDER)
+            self._marker = said[0].phonemes if said else PLACEHOLDER
+        return self._marker
 
     def _given(self, piece: Phonemes) -> _GivenClause:
         return _GivenClause(piece.text or piece.ipa, given_phonemes(piece, self.id_map), "", False)
@@ -320,10 +355,12 @@ class Frontend:
                                   end_of_sentence=mark[1])
         return text
 
-    def clauses(self, text: str, *, verbatim: bool = False) -> tuple[Clause, ...]:
+    def clauses(self, text: str, *, verbatim: bool = False,
+                before_given: bool = False) -> tuple[Clause, ...]:
         """The clauses of one already-cleaned text through the text stages (lexicon,
-        normalizer, symbols) and espeak-ng (memoised)."""
-        return self._clauses(text, verbatim, self.text_key)
+        normalizer, symbols) and espeak-ng (memoised); ``before_given``: given phonemes follow
+        it in the same sentence."""
+        return self._clauses(text, verbatim, before_given, self.text_key)
 
     def sentences(self, text: str | Sequence[Piece], max_clause_phonemes: int = 0, *,
                   verbatim: bool = False) -> list[Sentence]:
@@ -340,7 +377,7 @@ class Frontend:
         if size > self.max_chars:
             raise TextError(f"text is longer than {self.max_chars} characters ({size})")
         clauses: list[Clause] = []
-        for piece in cleaned:
+        for index, piece in enumerate(cleaned):
             if isinstance(piece, Phonemes):
                 clauses.append(self._given(piece))
                 continue
@@ -348,7 +385,9 @@ class Frontend:
             if clauses and isinstance(clauses[-1], _GivenClause):
                 rest = self._end_given(clauses, piece).strip()
             if rest:
-                clauses.extend(self.clauses(rest, verbatim=verbatim))
+                followed = isinstance(cleaned[index + 1] if index + 1 < len(cleaned) else None,
+                                      Phonemes)
+                clauses.extend(self.clauses(rest, verbatim=verbatim, before_given=followed))
         sentences = group_sentences(_spaced(clauses), max_clause_phonemes)
         if not sentences:
             raise TextError("text has nothing to speak")

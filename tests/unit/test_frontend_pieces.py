@@ -77,6 +77,23 @@ def test_given_phonemes_join_the_sentence_they_stand_in(frontend: Frontend) -> N
         i for p in sentences[0].phonemes for i in (MAP[p][0], MAP["_"][0])], MAP["$"][0]]
 
 
+@pytest.mark.parametrize(("before", "word", "after"), [
+    ("Welcome to ", "Worcester", " station."),
+    ("This is a ", "test", "."),
+    ("Change at ", "Worcester", ", then wait."),
+    ("Hello. Trains for ", "London", " leave here."),
+])
+def test_given_phonemes_are_said_as_the_word_would_be(frontend: Frontend, before: str,
+                                                      word: str, after: str) -> None:
+    # the words around given phonemes get their forms inside a sentence ("to" tə, "a" ɐ), not
+    # the ones at the end of a text (tuː, ˈeɪ): given espeak-ng's own phonemes for the word,
+    # the sentence is exactly espeak-ng's sentence
+    ipa = "".join(frontend.sentences(word)[0].phonemes)
+    pieces = frontend.sentences([before, Phonemes(ipa, word), after])
+    assert joined(pieces) == joined(frontend.sentences(before + word + after))
+    assert [s.text for s in pieces] == [s.text for s in frontend.sentences(before + word + after)]
+
+
 def test_punctuation_after_given_phonemes_ends_their_clause(frontend: Frontend) -> None:
     sentences = frontend.sentences(["Say ", Phonemes("tˈɛst", "test"), ". Then ",
                                     Phonemes("ðæt"), ", please"])
