@@ -79,6 +79,7 @@ YMD = Normalizer(NormalizeOptions(date_order="ymd"))
     ("Call (415) 555-0123.", "Call four one five, five five five, oh one two three."),
     ("Call +1 415 555 0123.", "Call plus one, four one five, five five five, oh one two three."),
     ("Dial 911 now.", "Dial nine one one now."),
+    ("In an emergency dial 112 or 999.", "In an emergency dial one one two or nine nine nine."),
     # ranges and scores
     ("Wait 10–15 minutes.", "Wait ten to fifteen minutes."),
     ("Open 9-5 daily.", "Open nine to five daily."),
@@ -216,7 +217,7 @@ def test_long_numbers_are_read_digit_by_digit() -> None:
 @pytest.mark.parametrize("unit", [
     "1", "1,", "1.", "$1", "1-", "1:", "12:3", "1/", "-1", "1 ", "£1.", "1st", "19", "1°",
     "+1 ", "(555) ", "1 km/", "555-", "2026-", "March 1", "1 1/2 ", "9.", "0", "a1", "%",
-    "9am-", "0800 ", "$1/mo", "7.30", "Tel: 1 ", "1:00-", "١", "１,",
+    "9am-", "0800 ", "$1/mo", "7.30", "Tel: 1 ", "1:00-", "١", "１,", "call 12 or ",
 ])
 def test_hostile_input_finishes(unit: str) -> None:
     text = (unit * (50_000 // len(unit) + 1))[:50_000]

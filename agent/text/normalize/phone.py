@@ -5,9 +5,10 @@ five, oh one two three"; ``+1 415 555 0123`` "plus one, four one five, ..."; zer
 US announcers say it. Found by shape: a North American number (three, three and four digits,
 with an optional ``+1`` or ``1-``, brackets, spaces, dots or hyphens), a seven-digit
 ``555-0123``, an international ``+`` number of separated groups, a national number with its
-leading zero in groups (``0800 123 4567``), or any digits (in groups) right after
-``call``, ``dial``, ``phone``, ``tel``, ``text``, ``fax`` (``Dial 911``). ``100-2000`` after
-``from``, ``between``, ``pages``, ``rooms``... is a range, not a number to call.
+leading zero in groups (``0800 123 4567``), or any digits (in groups) right after ``call``,
+``dial``, ``phone``, ``tel``, ``text``, ``fax``, and those joined to them by "or"/"and"
+(``Dial 911``, ``dial 112 or 999``). ``100-2000`` after ``from``, ``between``, ``pages``,
+``rooms``... is a range, not a number to call.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ _INTERNATIONAL = re.compile(r"(?<![\w+])\+(?P<groups>\d{1,3}(?:[ .-]\d{1,4}){1,5
 _TRUNK = re.compile(r"(?<![\w.,:/+-])(?P<number>0\d{2,4}+(?:[ -]\d{3,4}+){1,2}+)(?![\w-]|[.,]\d)")
 """A national number with its leading zero, in groups (``0800 123 4567``, ``020 7946 0958``)."""
 _DIALED = re.compile(r"(?i:\b(?:call|dial|phone|tel|telephone|text|fax|ring)\b\.?:?)\s"
-                     r"(?P<number>\d{2,15}+(?:[ .-]\d{2,6}+){0,4}+)(?![\w]|[.,-]\d)")
+                     r"(?P<number>\d{2,15}+(?:[ .-]\d{2,6}+){0,4}+)"
+                     r"(?P<more>(?:,?\s(?:or|and)\s\d{2,15}+){0,3}+)(?![\w]|[.,-]\d)")
 
 
 _NOT_PHONE = frozenset({"from", "between", "page", "pages", "pp.", "room", "rooms", "seat", "seats",
@@ -57,5 +59,10 @@ def phones(text: str, options: NormalizeOptions) -> str:
     text = _INTERNATIONAL.sub(lambda m: "plus " + _groups(*re.split(r"[ .-]", m["groups"])), text)
     text = _LOCAL.sub(lambda m: _local(m, text), text)
     text = _TRUNK.sub(lambda m: _groups(*re.split(r"[ -]", m["number"])), text)
-    return _DIALED.sub(lambda m: m.group(0)[:m.start("number") - m.start()]
-                       + _groups(*re.split(r"[ .-]", m["number"])), text)
+    return _DIALED.sub(_dialed, text)
+
+
+def _dialed(m: re.Match[str]) -> str:
+    """``dial 112 or 999``: the number, and the ones joined to it by "or"/"and", digit by digit."""
+    said = m.group(0)[:m.start("number") - m.start()] + _groups(*re.split(r"[ .-]", m["number"]))
+    return said + re.sub(r"\d++", lambda d: _groups(d.group(0)), m["more"])
