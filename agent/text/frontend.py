@@ -212,6 +212,8 @@ def _leading_mark(text: str) -> tuple[str, tuple[str, bool] | None]:
     """``text`` without the punctuation it starts with, and the clause end that punctuation
     makes for the given phonemes before it (``. Next`` ends their sentence)."""
     stripped = text.lstrip()
+    if stripped.startswith(("...", "\u2026")):  # an ellipsis: a pause, not a sentence end
+        return stripped.lstrip(".\u2026"), (",", False)
     mark = _MARKS.get(stripped[:1])
     if mark is None:
         return text, None

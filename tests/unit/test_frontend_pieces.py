@@ -100,6 +100,8 @@ def test_punctuation_after_given_phonemes_ends_their_clause(frontend: Frontend) 
     assert [s.text for s in sentences] == ["Say test.", "Then ðæt, please"]
     assert joined(sentences)[0].endswith(" tˈɛst.")
     assert ", plˈiːz" in joined(sentences)[1]
+    paused = frontend.sentences(["Gate ", Phonemes("bˈiː", "B"), "... boarding now."])
+    assert joined(paused) == ["ɡˈeɪt bˈiː, bˈoːɹdɪŋ nˈaʊ."]  # an ellipsis is a pause
     only = frontend.sentences([Phonemes("tˈɛst", "test")])
     assert joined(only) == ["tˈɛst"]
 
