@@ -126,6 +126,7 @@ YMD = Normalizer(NormalizeOptions(date_order="ymd"))
     # ranges of money, temperatures and ordinals; a unit before a hyphen
     ("Tickets are $5-$10.", "Tickets are five dollars to ten dollars."),
     ("Tickets are $5-10.", "Tickets are five dollars to ten dollars."),
+    ("Budgets of $1000-2000.", "Budgets of one thousand dollars to two thousand dollars."),
     ("Highs of 20-25°C today.", "Highs of twenty to twenty five degrees Celsius today."),
     ("The 1st-3rd floors are closed.", "The first to third floors are closed."),
     ("The 2 km-long tunnel.", "The two kilometer-long tunnel."),

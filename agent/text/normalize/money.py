@@ -29,9 +29,10 @@ _SYMBOLS = {"$": Currency("dollar", "cent"), "US$": Currency("dollar", "cent"),
             "€": Currency("euro", "cent"), "£": Currency("pound", "penny"),
             "¥": Currency("yen", None), "₹": Currency("rupee", "paisa")}
 CODES = {"USD": Currency("dollar", "cent"), "EUR": Currency("euro", "cent"),
-          "GBP": Currency("pound", "penny"), "JPY": Currency("yen", None),
-          "CHF": Currency("Swiss franc", "centime"), "CAD": Currency("Canadian dollar", "cent"),
-          "AUD": Currency("Australian dollar", "cent"), "INR": Currency("rupee", "paisa")}
+         "GBP": Currency("pound", "penny"), "JPY": Currency("yen", None),
+         "CHF": Currency("Swiss franc", "centime"), "CAD": Currency("Canadian dollar", "cent"),
+         "AUD": Currency("Australian dollar", "cent"), "INR": Currency("rupee", "paisa")}
+"""ISO codes read before or after an amount (``USD 5``, ``5 EUR``)."""
 _SCALES = {"thousand": "thousand", "k": "thousand", "million": "million", "m": "million",
            "mn": "million", "billion": "billion", "bn": "billion", "b": "billion",
            "trillion": "trillion"}
@@ -85,7 +86,7 @@ def _with_per(m: re.Match[str], options: NormalizeOptions) -> str:
     return _say(m, options) + (f" per {_PER[per]}" if per else "")
 
 
-_SPAN = r"\d{1,3}+(?:,\d{3})*+(?:\.\d++)?"
+_SPAN = r"(?:\d{1,3}+(?:,\d{3})++|\d++)(?:\.\d++)?"
 _RANGE = re.compile(rf"(?<![\w$€£¥₹])(?P<sym>[$€£¥₹])(?P<a>{_SPAN})\s?[-–—]\s?(?P=sym)?"
                     rf"(?P<b>{_SPAN})(?![\w/]|[.,]\d)")
 """``$5-$10``, ``$5-10``, ``£5–£8``: each amount with its symbol, "to" between."""
