@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = ["MAX_UNIX_PATH_BYTES", "WyomingSettings", "parse_uri"]
 
@@ -91,9 +91,20 @@ class WyomingSettings(BaseModel):
         description="Duration noise for Wyoming requests (0 = deterministic); unset = the "
         "voice's own.")
 
+    zeroconf: bool = Field(
+        default=False,
+        description="Announce the server over mDNS as _wyoming._tcp (named after the device "
+        "id), so Home Assistant discovers it; tcp:// with an IPv4 address (or 0.0.0.0) only.")
+
     @field_validator("uri")
     @classmethod
     def _uri_served(cls, uri: str | None) -> str | None:
         if uri is not None:
             parse_uri(uri)
         return uri
+
+    @model_validator(mode="after")
+    def _zeroconf_over_tcp(self) -> WyomingSettings:
+        if self.zeroconf and self.uri is not None and parse_uri(self.uri)[0] != "tcp":
+            raise ValueError("wyoming.zeroconf announces tcp:// servers only")
+        return self

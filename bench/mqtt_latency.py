@@ -4,7 +4,10 @@
 * publish -> ``started``: the first audio frame written to the ALSA device, for texts said for
   the first time (synthesized) and for an announcement repeated (played from the phrase cache);
 * intake rate: a burst of queued speak commands, how many per second come back ``accepted``,
-  and whether every one of them reaches a final event (none lost, none duplicated).
+  and whether every one of them reaches a final event (none lost, none duplicated);
+* beside the MQTT figures, in the same run and the same agent: its Wyoming server
+  (``wyoming.uri``, :mod:`agent.wyoming`), ``synthesize`` -> first ``audio-chunk`` received by
+  a client of the ``wyoming`` library, for new texts and for a repeated phrase (phrase cache).
 
 It starts its own Mosquitto on a free loopback port (``/usr/sbin/mosquitto``) and runs the agent
 in this process, playing into ``file:'<tmp>/out.raw',raw``.
@@ -18,6 +21,7 @@ The tiny test voice works too (``--models DIR --voice tiny-test``) to measure th
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import pwd
@@ -35,6 +39,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from results import Figures, add_json_option, write_result  # noqa: E402
+from wyoming.client import AsyncTcpClient  # noqa: E402
+from wyoming.tts import Synthesize  # noqa: E402
 
 from agent.logs import configure_logging  # noqa: E402
 from agent.mqtt.client import InboundMessage, MqttClient, OutboundMessage  # noqa: E402
@@ -90,6 +96,30 @@ class Clock:
             return self.cond.wait_for(lambda: all(k in self.seen for k in keys), timeout)
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wyoming_first_audio(port: int, text: str) -> float:
+    """``synthesize`` on a new connection (as Home Assistant makes one per request) -> first
+    ``audio-chunk`` received (s); reads the audio to its ``audio-stop``."""
+    async def go() -> float:
+        sent, first = time.monotonic(), None
+        async with AsyncTcpClient("127.0.0.1", port, read_timeout=120) as client:
+            await client.write_event(Synthesize(text=text).event())
+            while True:
+                event = await client.read_event()
+                if event is None or event.type == "error":
+                    raise SystemExit(f"wyoming: {text!r}: {event}")
+                if event.type == "audio-chunk" and first is None:
+                    first = time.monotonic() - sent
+                if event.type == "audio-stop" and first is not None:
+                    return first
+    return asyncio.run(go())
+
+
 def summary(values: list[float]) -> dict[str, float]:
     ms = sorted(v * 1000 for v in values)
     if not ms:
@@ -119,6 +149,7 @@ def main() -> int:
             models={"dir": args.models, "default_voice": args.voice, "watch": False},
             audio={"device": f"file:'{work / 'out.raw'}',raw",
                    "queue_max": max(32, args.burst * 2)},
+            wyoming={"uri": f"tcp://127.0.0.1:{free_port()}"},
         )
         topics = Namespace(mqtt.topic_prefix).device(DEVICE)
         clock = Clock()
@@ -131,7 +162,10 @@ def main() -> int:
             if not controller.wait_ready(10) or agent.client is None \
                     or not agent.client.wait_ready(10):
                 raise SystemExit("could not connect to the bench broker")
-            results = run(args, controller, topics.command("speak"), clock)
+            addon: Any = agent.addons.get("wyoming")
+            if addon is None or not addon.server.listening:
+                raise SystemExit("the agent's Wyoming server is not listening")
+            results = run(args, controller, topics.command("speak"), clock, addon.server.port)
         finally:
             controller.close(2)
             agent.stop(grace_s=1)
@@ -147,7 +181,12 @@ def main() -> int:
 LATENCIES = {"publish_to_accepted": "publish -> accepted",
              "publish_to_first_audio": "publish -> first audio frame, new text (synthesized)",
              "publish_to_first_audio_repeated_phrase":
-                 "publish -> first audio frame, repeated phrase (phrase cache)"}
+                 "publish -> first audio frame, repeated phrase (phrase cache)",
+             "wyoming_to_first_chunk":
+                 "Wyoming synthesize -> first audio-chunk received, new text (synthesized)",
+             "wyoming_to_first_chunk_repeated_phrase":
+                 "Wyoming synthesize -> first audio-chunk received, repeated phrase (phrase "
+                 "cache)"}
 
 
 def record(results: dict[str, Any]) -> Figures:
@@ -160,7 +199,8 @@ def record(results: dict[str, Any]) -> Figures:
                               if stat in values else None
                               for stat, unit in (("p50_ms", "ms"), ("p95_ms", "ms"),
                                                  ("max_ms", "ms"), ("n", "")))])
-    figures.table("Command channel latency", ["", "median", "p95", "max", "samples"], rows)
+    figures.table("Command channel latency (MQTT and Wyoming, same run)",
+                  ["", "median", "p95", "max", "samples"], rows)
     burst = results["burst"]
     labels = {"commands": "speak commands published at once", "accepted": "came back accepted",
               "rejected": "came back rejected", "finished": "finished",
@@ -174,8 +214,8 @@ def record(results: dict[str, Any]) -> Figures:
     return figures
 
 
-def run(args: argparse.Namespace, controller: MqttClient, speak: Any, clock: Clock
-        ) -> dict[str, Any]:
+def run(args: argparse.Namespace, controller: MqttClient, speak: Any, clock: Clock,
+        wyoming_port: int) -> dict[str, Any]:
     def sample(request_id: str, text: str) -> tuple[float, float] | None:
         payload = json.dumps({"id": request_id, "text": text}).encode()
         sent = time.monotonic()
@@ -187,15 +227,24 @@ def run(args: argparse.Namespace, controller: MqttClient, speak: Any, clock: Clo
         return (clock.seen[(request_id, "accepted")] - sent,
                 clock.seen[(request_id, "started")] - sent)
 
-    # Every text is new, so every one is synthesized (the phrase cache cannot answer).
-    fresh = [sample(f"lat-{n}", f"{args.text.rstrip('.')} number {n + 1}.")
-             for n in range(args.runs)]
+    # Every text is new, so every one is synthesized (the phrase cache cannot answer). MQTT and
+    # Wyoming take turns, each with every other number (odd and even alternating between them),
+    # so both see texts of the same lengths.
+    fresh, wyoming = [], []
+    for n in range(args.runs):
+        texts = [f"{args.text.rstrip('.')} number {2 * n + k}." for k in (1, 2)]
+        mqtt_text, wyoming_text = texts if n % 2 == 0 else texts[::-1]
+        fresh.append(sample(f"lat-{n}", mqtt_text))
+        wyoming.append(wyoming_first_audio(wyoming_port, wyoming_text))
     accepted = [s[0] for s in fresh if s is not None]
     started = [s[1] for s in fresh if s is not None]
-    # The same announcement again and again: after its first time it plays from the cache.
+    # The same announcement again and again: after its first time both play it from the cache.
     sample("rep-0", args.text)
-    repeated = [s[1] for n in range(args.runs)
-                if (s := sample(f"rep-{n + 1}", args.text)) is not None]
+    repeated, wyoming_repeated = [], []
+    for n in range(args.runs):
+        if (s := sample(f"rep-{n + 1}", args.text)) is not None:
+            repeated.append(s[1])
+        wyoming_repeated.append(wyoming_first_audio(wyoming_port, args.text))
 
     ids = [f"burst-{n}" for n in range(args.burst)]
     sent = time.monotonic()
@@ -212,6 +261,8 @@ def run(args: argparse.Namespace, controller: MqttClient, speak: Any, clock: Clo
         "publish_to_accepted": summary(accepted),
         "publish_to_first_audio": summary(started),
         "publish_to_first_audio_repeated_phrase": summary(repeated),
+        "wyoming_to_first_chunk": summary(wyoming),
+        "wyoming_to_first_chunk_repeated_phrase": summary(wyoming_repeated),
         "burst": {
             "commands": len(ids),
             "accepted": sum(1 for i in ids if (i, "accepted") in clock.seen),

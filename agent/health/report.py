@@ -307,6 +307,8 @@ class WyomingSection(TypedDict):
     rejected: int
     interrupted: int
     last_error: str | None
+    zeroconf: str
+    """``off``, ``announced`` (``_wyoming._tcp`` over mDNS) or ``failed: why``."""
     state: Literal["ok", "degraded"]
     reason: str | None
     """Why it is degraded: it cannot listen on ``wyoming.uri``."""

@@ -47,6 +47,7 @@ def build(service: AgentService) -> WyomingAddon | None:
 
     server = WyomingServer(settings, Catalog(service.voices), service.phrase_cache,
                            on_outcome=service.health.record_request,
-                           check=SpeechCheck.for_settings(service.settings))
+                           check=SpeechCheck.for_settings(service.settings),
+                           device_id=service.settings.device_id)
     service.health.add_provider("wyoming", server.stats)
     return WyomingAddon(server)

@@ -28,6 +28,7 @@ from wyoming.event import async_write_event
 
 from agent.logs import get_logger
 from agent.settings_wyoming import parse_uri
+from agent.wyoming.announce import Announcer
 from agent.wyoming.connection import Connection
 
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ class WyomingServer:
 
     def __init__(self, settings: WyomingSettings, catalog: Catalog,
                  cache: PhraseCache | None = None, *, on_outcome: Outcomes | None = None,
-                 check: SpeechCheck | None = None) -> None:
+                 check: SpeechCheck | None = None, device_id: str = "tts-agent") -> None:
         if settings.uri is None:
             raise ValueError("wyoming.uri is not set")
         self.settings = settings
@@ -84,6 +85,10 @@ class WyomingServer:
         self.counts = {"connections": 0, "refused_clients": 0, "requests": 0,
                        "finished": 0, "failed": 0, "rejected": 0, "interrupted": 0}
         self.last_error: str | None = None
+        self.announcer = (Announcer(device_id, self.host, self.port)
+                          if settings.zeroconf and self.scheme == "tcp" else None)
+        self.zeroconf = "off" if self.announcer is None else "pending"
+        """``off``, ``announced`` or why the mDNS announcement failed."""
 
     # -- lifecycle (main thread) ----------------------------------------------------------
 
@@ -131,12 +136,30 @@ class WyomingServer:
         self.listening = True
         self._bound.set()
         async with server:
+            await self._announce()
             await self._stop.wait()
             server.close()
+            if self.announcer is not None and self.zeroconf == "announced":
+                with contextlib.suppress(Exception):  # withdrawn as well as it can be
+                    await self.announcer.stop()
             await self._close_connections()
         if self.scheme == "unix":
             with contextlib.suppress(OSError):
                 Path(self.host).unlink()
+
+    async def _announce(self) -> None:
+        if self.announcer is None:
+            return
+        self.announcer.port = self.port
+        try:
+            await self.announcer.start()
+        except Exception as exc:  # no multicast, a name taken, no zeroconf: served all the same
+            self.zeroconf = f"failed: {type(exc).__name__}: {exc}"[:_MAX_ERROR_CHARS]
+            log.error("wyoming_zeroconf_failed", error=self.zeroconf)
+            return
+        self.zeroconf = "announced"
+        log.info("wyoming_zeroconf_announced", name=self.announcer.name,
+                 address=self.announcer.address, port=self.port)
 
     async def _listen(self) -> asyncio.AbstractServer:
         limit = self.settings.max_event_bytes
@@ -235,5 +258,5 @@ class WyomingServer:
                 "refused_clients": counts["refused_clients"], "requests": counts["requests"],
                 "finished": counts["finished"], "failed": counts["failed"],
                 "rejected": counts["rejected"], "interrupted": counts["interrupted"],
-                "last_error": last_error,
+                "last_error": last_error, "zeroconf": self.zeroconf,
                 "state": "degraded" if problem else "ok", "reason": problem}

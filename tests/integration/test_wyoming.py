@@ -408,6 +408,38 @@ def test_a_port_in_use_is_reported_in_health_not_fatal(
     assert any(r.startswith("wyoming not ok: cannot listen") for r in snap["reasons"])
 
 
+def test_zeroconf_announces_the_server_and_withdraws_it(
+        mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Path) -> None:
+    from zeroconf import IPVersion
+    from zeroconf.asyncio import AsyncZeroconf
+
+    from agent.wyoming.announce import SERVICE
+
+    port = free_port()
+    settings = with_wyoming(agent_settings(mqtt_broker, tiny_voice_dir.parent, tmp_path / "a"),
+                            uri=f"tcp://127.0.0.1:{port}", zeroconf=True)
+
+    async def look() -> Any:
+        browser = AsyncZeroconf(interfaces=["127.0.0.1"], ip_version=IPVersion.V4Only)
+        try:
+            return await browser.async_get_service_info(SERVICE, f"t1.{SERVICE}", timeout=5000)
+        finally:
+            await browser.async_close()
+
+    with running_agent(settings) as service:
+        found = asyncio.run(look())
+        section = service.health.snapshot()["wyoming"]  # type: ignore[typeddict-item]
+    assert section["zeroconf"] == "announced"
+    assert found is not None and found.port == port
+    assert found.parsed_addresses() == ["127.0.0.1"]
+    assert asyncio.run(look()) is None  # withdrawn at stop
+
+
+def test_zeroconf_is_for_tcp_servers() -> None:
+    with pytest.raises(ValueError, match="zeroconf announces tcp:// servers only"):
+        WyomingSettings(uri="unix:///run/w.sock", zeroconf=True)
+
+
 def test_stop_ends_an_open_stream_with_an_error(mqtt_broker: Broker, tiny_voice_dir: Path,
                                                 tmp_path: Path) -> None:
     settings = tcp_settings(mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent")
