@@ -14,7 +14,7 @@ letters            ``&`` and; other symbols are left for espeak-ng
 digits             each digit (``0`` zero); spaces and hyphens between them are pauses
 cardinal, number   a whole or decimal number, a sign, thousands separators
 ordinal            ``21`` or ``21st``: "twenty first"
-date               ``format`` one of mdy, dmy, ymd, md, dm, my, ym, y (default: ymd when
+date               ``format`` one of mdy, dmy, ymd, md, dm, my, ym, y, m, d (default: ymd when
                    the text starts with four digits, else mdy); parts split on ``- / .``
                    or spaces; months as numbers or names
 time               ``7:15``, ``19:05``, ``7:15 pm``, ``7pm``, ``07:00:30``
@@ -44,7 +44,7 @@ _LETTER_A = "eh"
 _NUMBER = re.compile(r"(?P<sign>[-−+])?(?P<n>\d{1,3}+(?:,\d{3})++|\d++)(?:\.(?P<frac>\d++))?")
 _ORDINAL = re.compile(r"(?P<n>\d{1,3}+(?:,\d{3})++|\d++)(?:st|nd|rd|th)?", re.IGNORECASE)
 _PHONE = re.compile(r"\+?[\d\s().-]++")
-_DATE_FORMATS = ("mdy", "dmy", "ymd", "md", "dm", "my", "ym", "y")
+_DATE_FORMATS = ("mdy", "dmy", "ymd", "md", "dm", "my", "ym", "y", "m", "d")
 _MONTH_NAMES = {name.lower(): n for n, name in enumerate(dates.MONTHS, 1)} | {
     name[:3].lower(): n for n, name in enumerate(dates.MONTHS, 1)} | {"sept": 9}
 
@@ -109,16 +109,23 @@ def _date(text: str, options: NormalizeOptions, fmt: str | None) -> str:
         raise ValueError(f"say-as date: {year!r} in {text!r} is not a year")
     if year is not None and len(year) == 2:
         year = "20" + year
-    if "m" not in got:
-        return spoken.year(year or "", options)
-    month = _month(got["m"], text)
-    if "d" not in got:
-        return f"{dates.MONTHS[month - 1]} {spoken.year(year or '', options)}"
-    day = got["d"].lower().rstrip("stndrh") if got["d"][:1].isdigit() else got["d"]
-    if not day.isdigit() or not dates.is_valid(month, int(day)):
-        raise ValueError(f"say-as date: {got['d']!r} in {text!r} is not a day of that month")
-    return dates.say_date(month, int(day), year, options,
-                          day_first=fmt.index("d") < fmt.index("m"))
+    said_year = spoken.year(year, options) if year is not None else ""
+    month = _month(got["m"], text) if "m" in got else 0
+    day = _day(got["d"], month, text) if "d" in got else 0
+    if month and day:
+        return dates.say_date(month, day, year, options,
+                              day_first=fmt.index("d") < fmt.index("m"))
+    if day:
+        return f"the {spoken.ordinal(str(day), options)}"
+    return " ".join(w for w in (dates.MONTHS[month - 1] if month else "", said_year) if w)
+
+
+def _day(part: str, month: int, text: str) -> int:
+    day = part.lower().removesuffix("st").removesuffix("nd").removesuffix("rd").removesuffix("th")
+    if not (day.isascii() and day.isdigit()) or not (
+            dates.is_valid(month, int(day)) if month else 1 <= int(day) <= 31):
+        raise ValueError(f"say-as date: {part!r} in {text!r} is not a day of that month")
+    return int(day)
 
 
 def _time(text: str, options: NormalizeOptions) -> str:
