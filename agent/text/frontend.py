@@ -36,6 +36,7 @@ from typing import Protocol
 
 from agent.text.document import Phonemes, Piece
 from agent.text.espeak import Clause, EspeakPhonemizer
+from agent.text.pieces import PLACEHOLDER, GivenClause, leading_mark, merge, open_ended, spaced
 from agent.text.scripts import drop_symbols
 
 __all__ = [
@@ -57,17 +58,8 @@ __all__ = [
 BOS, EOS, PAD = "^", "$", "_"
 _SPACE_AFTER = frozenset(",:;")
 _WHITESPACE = re.compile(r"\s+")
-_MARKS = {".": (".", True), "?": ("?", True), "!": ("!", True), ",": (",", False),
-          ":": (":", False), ";": (";", False)}
-"""Punctuation that ends given phonemes' clause when the text after them starts with it."""
 MAX_EXPANSION = 8
 """The normalizer may write a text out at most this many times its length (characters)."""
-PLACEHOLDER = "Quux"
-"""A word espeak-ng says as one stressed word after any other: put after a text that given
-phonemes follow, so that the text's last words get the forms they have inside a sentence
-(``to`` tə, ``a`` ɐ; at the end of a text espeak-ng says tuː, ˈeɪ), then taken off again."""
-_OPEN_END = frozenset(".?!,:;\u2026\u2013\u2014\u3002\uff0c\uff0e\uff01\uff1f\uff1a\uff1b")
-_CLOSERS = "\"')]}\u00bb\u201d\u2019 "
 
 
 class TextNormalizer(Protocol):
@@ -202,49 +194,6 @@ def phonemes_to_ids(phonemes: Sequence[str], id_map: Mapping[str, Sequence[int]]
     return ids
 
 
-@dataclass(frozen=True, slots=True)
-class _GivenClause(Clause):
-    """Phonemes given as they are (a request's IPA, the lexicon's): a clause of their own
-    until the sentence is put together."""
-
-
-def _leading_mark(text: str) -> tuple[str, tuple[str, bool] | None]:
-    """``text`` without the punctuation it starts with, and the clause end that punctuation
-    makes for the given phonemes before it (``. Next`` ends their sentence)."""
-    stripped = text.lstrip()
-    if stripped.startswith(("...", "\u2026")):  # an ellipsis: a pause, not a sentence end
-        return stripped.lstrip(".\u2026"), (",", False)
-    mark = _MARKS.get(stripped[:1])
-    if mark is None:
-        return text, None
-    return stripped.lstrip(".?!,:;"), mark
-
-
-def _merge(text: str | Sequence[Piece]) -> list[Piece]:
-    """The pieces with adjacent text pieces joined into one text (they are one stretch for
-    espeak-ng: sentences and clause marks come from the whole of it)."""
-    pieces: list[Piece] = []
-    for piece in (text,) if isinstance(text, str) else text:
-        if isinstance(piece, str) and pieces and isinstance(pieces[-1], str):
-            pieces[-1] += piece
-        else:
-            pieces.append(piece)
-    return pieces
-
-
-def _spaced(clauses: Sequence[Clause]) -> list[Clause]:
-    """Word spaces on each side of given phonemes within a sentence (espeak-ng's clauses of
-    plain text are joined as Piper joins them: unchanged)."""
-    out = list(clauses)
-    for index in range(len(out) - 1):
-        clause, following = out[index], out[index + 1]
-        if (isinstance(clause, _GivenClause) or isinstance(following, _GivenClause)) and \
-                not clause.end_of_sentence and not clause.terminator and \
-                not clause.phonemes.endswith(" "):
-            out[index] = replace(clause, phonemes=clause.phonemes + " ")
-    return out
-
-
 class Frontend:
     """Normalise, phonemize and map text for one voice's espeak language and id map.
 
@@ -294,14 +243,14 @@ class Frontend:
     def _clauses_uncached(self, text: str, verbatim: bool, before_given: bool,
                           key: str) -> tuple[Clause, ...]:
         del key  # part of the cache key only
-        pieces = _merge(self.lexicon.rewrite(text)) if self.lexicon is not None else [text]
+        pieces = merge(self.lexicon.rewrite(text)) if self.lexicon is not None else [text]
         clauses: list[Clause] = []
         for index, piece in enumerate(pieces):
             if isinstance(piece, Phonemes):
                 clauses.append(self._given(piece))
             else:
                 rest = piece
-                if clauses and isinstance(clauses[-1], _GivenClause):
+                if clauses and isinstance(clauses[-1], GivenClause):
                     rest = self._end_given(clauses, piece)
                 followed = before_given if index == len(pieces) - 1 else True
                 clauses.extend(self._text_clauses(rest, verbatim, followed))
@@ -319,7 +268,7 @@ class Frontend:
             text = drop_symbols(text)
         if not text.strip():
             return []
-        if not before_given or text.rstrip(_CLOSERS)[-1:] in _OPEN_END:
+        if not before_given or not open_ended(text):
             return self._espeak.clauses(text)
         return self._open_ended(text)
 
@@ -344,13 +293,13 @@ class Frontend:
             self._marker = said[0].phonemes if said else PLACEHOLDER
         return self._marker
 
-    def _given(self, piece: Phonemes) -> _GivenClause:
-        return _GivenClause(piece.text or piece.ipa, given_phonemes(piece, self.id_map), "", False)
+    def _given(self, piece: Phonemes) -> GivenClause:
+        return GivenClause(piece.text or piece.ipa, given_phonemes(piece, self.id_map), "", False)
 
     @staticmethod
     def _end_given(clauses: list[Clause], text: str) -> str:
         """Give the punctuation ``text`` starts with to the given phonemes just before it."""
-        text, mark = _leading_mark(text)
+        text, mark = leading_mark(text)
         if mark is not None:
             given = clauses[-1]
             clauses[-1] = replace(given, text=given.text + mark[0], terminator=mark[0],
@@ -368,7 +317,7 @@ class Frontend:
                   verbatim: bool = False) -> list[Sentence]:
         """A text, or pieces of text and given phonemes, to sentences ready for :meth:`ids`;
         ``verbatim`` text is not normalised (already in words). Raises :class:`TextError`."""
-        pieces = _merge(text)
+        pieces = merge(text)
         size = sum(len(p) if isinstance(p, str) else len(p.ipa) for p in pieces)
         if size > self.max_chars * 4:  # refuse absurd input before doing any work on it
             raise TextError(f"text is longer than {self.max_chars} characters")
@@ -384,13 +333,13 @@ class Frontend:
                 clauses.append(self._given(piece))
                 continue
             rest = piece
-            if clauses and isinstance(clauses[-1], _GivenClause):
+            if clauses and isinstance(clauses[-1], GivenClause):
                 rest = self._end_given(clauses, piece).strip()
             if rest:
                 followed = isinstance(cleaned[index + 1] if index + 1 < len(cleaned) else None,
                                       Phonemes)
                 clauses.extend(self.clauses(rest, verbatim=verbatim, before_given=followed))
-        sentences = group_sentences(_spaced(clauses), max_clause_phonemes)
+        sentences = group_sentences(spaced(clauses), max_clause_phonemes)
         if not sentences:
             raise TextError("text has nothing to speak")
         return sentences
