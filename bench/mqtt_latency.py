@@ -140,6 +140,7 @@ def main() -> int:
     args = parser.parse_args()
     configure_logging("warning", "console")
 
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="mqtt-bench-") as tmp:
         work = Path(tmp)
         broker, port = start_broker(work)
@@ -172,7 +173,8 @@ def main() -> int:
             broker.terminate()
             broker.wait(5)
             audio_bytes = (work / "out.raw").stat().st_size if (work / "out.raw").exists() else 0
-    results.update(voice=args.voice, text_chars=len(args.text), audio_bytes=audio_bytes)
+    results.update(voice=args.voice, text_chars=len(args.text), audio_bytes=audio_bytes,
+                   load_before=round(load_before, 2), load_after=round(os.getloadavg()[0], 2))
     print(json.dumps(results, indent=2))
     write_result("mqtt_latency", record(results), args, raw=results)
     return 0 if results["burst"]["lost"] == 0 and results["burst"]["duplicated"] == 0 else 1
@@ -211,6 +213,11 @@ def record(results: dict[str, Any]) -> Figures:
                                                "/s", "burst: commands accepted per second")])
     figures.table("A burst of speak commands", ["", "value"], rows)
     figures.add("audio_bytes", results["audio_bytes"], "B", "bytes played into the ALSA file sink")
+    # Other work on the machine slows every figure above alike (MQTT and Wyoming take turns).
+    for key in ("load_before", "load_after"):
+        if key in results:
+            figures.add(key, results[key], "", f"1-minute load average {key.split('_')[1]} "
+                        "the run (other processes on the machine)")
     return figures
 
 
