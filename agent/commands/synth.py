@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from agent.audio.format import AudioChunk, AudioFormat
     from agent.library.voices import VoiceLibrary
     from agent.settings import Settings
+    from agent.text.document import Document
+    from agent.text.frontend import Frontend
     from agent.voice.voice import Voice
 
 
@@ -54,6 +56,7 @@ def register(subparsers: Any) -> None:
     add_config_argument(phon)
     phon.add_argument("--text", help="text (default: read standard input)")
     phon.add_argument("--voice", help="voice whose language and id map to use")
+    add_ssml_argument(phon)
     phon.add_argument("--json", action="store_true",
                       help="print one JSON object (default: one block of lines per sentence)")
     phon.set_defaults(handler=run_phonemize)
@@ -190,17 +193,41 @@ def run_phonemize(args: argparse.Namespace) -> int:
     options = voice_options(settings, lexicon=LexiconHolder.for_settings(settings))
     frontend = build_frontend(config, options, cache_size=0)  # the voice's text stages
     text = read_text(args.text)
-    checked_speech(text, None, args.voice, settings)
+    document = text_document(text, args.ssml, settings)
+    checked_speech(text, document, args.voice, settings)
     try:
-        sentences = frontend.sentences(text)
+        rows = _phoneme_rows(frontend, text if document is None else document)
     except TextError as exc:
         raise UsageError(str(exc)) from exc
-    rows = [{"text": s.text, "phonemes": "".join(s.phonemes), "ids": frontend.ids(s)}
-            for s in sentences]
     if args.json:
         print(json.dumps({"sentences": rows}, ensure_ascii=False))
         return 0
     for row in rows:
+        if "pause_s" in row:
+            print(f"(pause {row['pause_s']:g} s)")
+            continue
+        if "chime" in row:
+            print(f"(chime {row['chime']})")
+            continue
         print(f"{row['text']}\n  phonemes  {row['phonemes']}\n"
               f"  ids       {' '.join(map(str, row['ids']))}")
     return 0
+
+
+def _phoneme_rows(frontend: Frontend, said: str | Document) -> list[dict[str, Any]]:
+    """Each sentence of a plain text or of an SSML document's speech (its text, phonemes and
+    ids), and the document's pauses (``pause_s``) and chimes (``chime``), in order."""
+    from agent.text.document import Pause, Speech
+
+    rows: list[dict[str, Any]] = []
+    for part in [said] if isinstance(said, str) else said:
+        if isinstance(part, Pause):
+            rows.append({"pause_s": part.seconds})
+        elif isinstance(part, str | Speech):
+            sentences = (frontend.sentences(part) if isinstance(part, str) else
+                         frontend.sentences(part.pieces, verbatim=part.verbatim))
+            rows += [{"text": s.text, "phonemes": "".join(s.phonemes), "ids": frontend.ids(s)}
+                     for s in sentences]
+        else:
+            rows.append({"chime": part.name})
+    return rows

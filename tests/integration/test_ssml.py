@@ -283,6 +283,23 @@ def test_synth_ssml_voice_switches_to_another_installed_voice(tiny_voice_dir: Pa
     assert done.returncode == 2 and "nobody" in done.stderr
 
 
+def test_phonemize_shows_what_ssml_becomes(tiny_voice_dir: Path) -> None:
+    env = _env(tiny_voice_dir)
+
+    def rows(text: str, *extra: str) -> list[dict[str, Any]]:
+        done = tts_agent("phonemize", "--json", "--text", text, *extra, env=env)
+        assert done.returncode == 0, done.stderr
+        return list(json.loads(done.stdout)["sentences"])
+
+    shown = rows('<speak>Gate <say-as interpret-as="characters">NASA</say-as><break time="1s"/>'
+                 '<audio src="ding"/><sub alias="now boarding">nb</sub>.</speak>')
+    spelled, word = rows(say_as("characters", "NASA")), rows("NASA")
+    assert shown[1]["phonemes"] == spelled[0]["phonemes"] != word[0]["phonemes"]
+    assert shown[2:4] == [{"pause_s": 1.0}, {"chime": "ding"}]
+    assert shown[4]["phonemes"] == rows("now boarding.")[0]["phonemes"]
+    assert rows("<speak>Gate</speak>", "--ssml") == rows("Gate")
+
+
 @pytest.mark.parametrize(("command", "status"), [("synth", 2), ("say", 2)])
 def test_say_and_synth_refuse_bad_ssml_with_one_line(tiny_voice_dir: Path, tmp_path: Path,
                                                      command: str, status: int) -> None:
