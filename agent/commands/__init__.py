@@ -183,13 +183,16 @@ def add_ssml_argument(parser: argparse.ArgumentParser) -> None:
 
 def text_document(text: str, ssml: bool, settings: Settings) -> Document | None:
     """The SSML document of ``text`` (``--ssml``, or it starts with ``<speak``), or None for
-    plain text; invalid or unsupported markup is a :class:`UsageError` with the reason."""
+    plain text; invalid or unsupported markup (an ``<audio src>`` of no chime in
+    ``chimes.dir`` too) is a :class:`UsageError` with the reason, as the daemon's ``rejected``."""
+    from agent.audio.chimes import Chimes
     from agent.text.ssml import SsmlError, looks_like_ssml, parse_ssml
 
     if not (ssml or looks_like_ssml(text)):
         return None
     try:
-        return parse_ssml(text, max_chars=settings.synthesis.max_text_chars)
+        return parse_ssml(text, max_chars=settings.synthesis.max_text_chars,
+                          sounds=Chimes(settings.chimes.dir).names())
     except SsmlError as exc:
         raise UsageError(str(exc)) from exc
 

@@ -283,8 +283,9 @@ def test_synth_ssml_voice_switches_to_another_installed_voice(tiny_voice_dir: Pa
     assert done.returncode == 2 and "nobody" in done.stderr
 
 
-def test_phonemize_shows_what_ssml_becomes(tiny_voice_dir: Path) -> None:
-    env = _env(tiny_voice_dir)
+def test_phonemize_shows_what_ssml_becomes(tiny_voice_dir: Path, tmp_path: Path) -> None:
+    runpy.run_path(str(REPO / "chimes" / "make_chimes.py"))["write"](tmp_path / "chimes")
+    env = {**_env(tiny_voice_dir), "TTS_AGENT_CHIMES__DIR": str(tmp_path / "chimes")}
 
     def rows(text: str, *extra: str) -> list[dict[str, Any]]:
         done = tts_agent("phonemize", "--json", "--text", text, *extra, env=env)
@@ -298,6 +299,11 @@ def test_phonemize_shows_what_ssml_becomes(tiny_voice_dir: Path) -> None:
     assert shown[2:4] == [{"pause_s": 1.0}, {"chime": "ding"}]
     assert shown[4]["phonemes"] == rows("now boarding.")[0]["phonemes"]
     assert rows("<speak>Gate</speak>", "--ssml") == rows("Gate")
+    assert rows('<speak><audio src="gong">the gong</audio></speak>') == rows("the gong")
+    done = tts_agent("phonemize", "--text", '<speak><audio src="gong"/>x</speak>', env=env)
+    assert done.returncode == 2
+    assert done.stderr == ("tts-agent phonemize: error: unknown chime 'gong' in <audio src> "
+                           "(line 1, column 7); chimes: alert, ding\n")
 
 
 @pytest.mark.parametrize(("command", "status"), [("synth", 2), ("say", 2)])
