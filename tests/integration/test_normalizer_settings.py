@@ -1,0 +1,63 @@
+"""The normalizer as the agent builds it (#16): ``text.date_order`` from the settings reaches the
+voice's normalizer, and a voice whose language is not English gets none (espeak-ng reads its
+numbers). Real processes (``tts-agent phonemize``), the tiny voice and a copy that declares
+German, phonemes from the real espeak-ng."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from agent.voice.bundle import write_manifest
+from tests.support import make_tiny_voice
+
+
+def phonemes(text: str, models: Path, voice: str = "tiny-test", **env: str) -> str:
+    environ = {**os.environ, "TTS_AGENT_MODELS__DIR": str(models),
+               "TTS_AGENT_MODELS__DEFAULT_VOICE": "tiny-test", **env}
+    result = subprocess.run([sys.executable, "-m", "agent", "phonemize", "--json", "--voice",
+                             voice, "--text", text], capture_output=True, text=True,
+                            env=environ, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    return " ".join(s["phonemes"] for s in json.loads(result.stdout)["sentences"])
+
+
+def add_german_voice(models: Path) -> None:
+    """A copy of the tiny voice that declares German (``language.code`` de_DE, espeak ``de``)."""
+    bundle = models / "tiny-de"
+    shutil.copytree(models / make_tiny_voice.VOICE, bundle)
+    config_path = bundle / f"{make_tiny_voice.VOICE}.onnx.json"
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    config["espeak"] = {"voice": "de"}
+    config["language"] = {"code": "de_DE", "family": "de"}
+    config_path.write_text(json.dumps(config, ensure_ascii=False), encoding="utf-8")
+    (bundle / "manifest.json").unlink()
+    write_manifest(bundle, voice="tiny-de", version="1.0.0",
+                   sample_rate=make_tiny_voice.SAMPLE_RATE,
+                   variants={"fp32": f"{make_tiny_voice.VOICE}.onnx"},
+                   config=config_path.name, source="tests/integration/test_normalizer_settings.py")
+
+
+def test_date_order_from_the_settings(tiny_voice_dir: Path) -> None:
+    models = tiny_voice_dir.parent
+    text = "The office is closed on 3/12."
+    mdy = phonemes("The office is closed on March twelfth.", models)
+    dmy = phonemes("The office is closed on the third of December.", models)
+    assert mdy != dmy
+    assert phonemes(text, models) == mdy
+    assert phonemes(text, models, TTS_AGENT_TEXT__DATE_ORDER="dmy") == dmy
+
+
+def test_a_voice_of_another_language_gets_no_normalizer(tiny_voice_dir: Path) -> None:
+    models = tiny_voice_dir.parent
+    add_german_voice(models)
+    text = "Der Zug um 7:15 kostet 12,50 € und fährt am 3/12."
+    as_written = phonemes(text, models, "tiny-de", TTS_AGENT_TEXT__NORMALIZE="false")
+    assert phonemes(text, models, "tiny-de") == as_written
+    english = "The 7:15 costs $12.50."
+    assert phonemes(english, models) != phonemes(english, models,
+                                                 TTS_AGENT_TEXT__NORMALIZE="false")
