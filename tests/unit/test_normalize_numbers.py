@@ -42,8 +42,11 @@ YMD = Normalizer(NormalizeOptions(date_order="ymd"))
     ("Parking is $0.50.", "Parking is fifty cents."),
     ("Fine of $1,000.", "Fine of one thousand dollars."),
     ("Pay USD 5 or 5 EUR.", "Pay five dollars or five euros."),
-    ("A $1.5 million grant.", "A one point five million dollars grant."),
+    ("A $1.5 million grant.", "A one point five million dollar grant."),
     ("Tea for ¥500.", "Tea for five hundred yen."),
+    ("A $3B deal, a $10K prize.", "A three billion dollar deal, a ten thousand dollar prize."),
+    ("Get a $5 meal for $5.", "Get a five dollar meal for five dollars."),
+    ("A pizza $5 meal deal.", "A pizza five dollars meal deal."),
     # times
     ("The 7:15 train.", "The seven fifteen train."),
     ("Boarding at 18:45.", "Boarding at eighteen forty five."),

@@ -67,13 +67,13 @@ RULES_DIGEST = rules_digest(Path(__file__).parent, _num2words_version())
 
 ORDER: tuple[Pass, ...] = (
     numbers.ascii_digits,
+    money.money,  # before the codes: "$3B" is money, not a code "3B"
     initialisms.initialisms,
     roman.roman_numerals,
     web.web_addresses,
     codes.codes,
     abbreviations.abbreviations,
     symbols.pauses,
-    money.money,
     clock.times,
     dates.dates,
     phone.phones,

@@ -4,7 +4,8 @@ A currency symbol or ISO code before or after the amount; two decimals are the m
 (cents, pence), one decimal is tens of it (``$2.5`` "two dollars and fifty cents"), more
 decimals or a scale word make a decimal amount (``$1.5 million`` "one point five million
 dollars"). ``99¢`` is cents; ``$9.99/month`` "... per month"; ``$5-$10`` and ``$5-10`` "five
-dollars to ten dollars". One of a unit is singular (``$1`` "one dollar", ``1p`` "one penny");
+dollars to ten dollars". One of a unit is singular (``$1`` "one dollar", ``1p`` "one penny"),
+and so is the unit of a whole amount used as an adjective (``a $5 meal`` "a five dollar meal");
 yen has no plural and no minor unit read.
 """
 
@@ -38,7 +39,7 @@ _SCALES = {"thousand": "thousand", "k": "thousand", "million": "million", "m": "
            "trillion": "trillion"}
 
 _AMOUNT = r"(?P<whole>\d{1,3}+(?:,\d{3})++(?![\d,]\d)|\d++)(?:\.(?P<frac>\d++))?"
-_SCALE = r"(?:\s?(?P<scale>thousand|million|billion|trillion|mn|bn|[kmb])(?![\w]))?"
+_SCALE = r"(?:\s?(?P<scale>thousand|million|billion|trillion|(?i:mn|bn|[kmb]))(?![\w]))?"
 _SYMBOL = r"US\$|[$€£¥₹]"
 _CODE = "|".join(CODES)
 _PER = {"month": "month", "mo": "month", "year": "year", "yr": "year", "week": "week",
@@ -83,7 +84,24 @@ def _say(m: re.Match[str], options: NormalizeOptions) -> str:
 
 def _with_per(m: re.Match[str], options: NormalizeOptions) -> str:
     per = m.groupdict().get("per")
-    return _say(m, options) + (f" per {_PER[per]}" if per else "")
+    said = _say(m, options)
+    if not m["frac"] or m["scale"]:
+        said = _as_adjective(m, said)
+    return said + (f" per {_PER[per]}" if per else "")
+
+
+_ARTICLE = re.compile(r"(?:^|\s)[Aa]n?\s$")
+
+
+def _as_adjective(m: re.Match[str], said: str) -> str:
+    """``a $5 meal`` "a five dollar meal": after "a" and before a word, the unit is singular."""
+    after = m.string[m.end():m.end() + 2]
+    if not (_ARTICLE.search(m.string[max(0, m.start() - 4):m.start()])
+            and after[:1] == " " and after[1:].isalpha()):
+        return said
+    currency = _SYMBOLS.get(m["sym"].strip()) or CODES[m["sym"].strip()]
+    plural = spoken.plural(currency.major)
+    return said[:-len(plural)] + currency.major if said.endswith(plural) else said
 
 
 _SPAN = r"(?:\d{1,3}+(?:,\d{3})++|\d++)(?:\.\d++)?"
