@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from agent.audio.convert import StreamConverter, encode
+from agent.audio.format import AudioChunk, AudioFormat
 from agent.library.voices import VoiceLibrary, VoiceNotFound
 from agent.pipeline.jobs import SpeakRequest
 from agent.pipeline.render import render
@@ -25,7 +27,6 @@ from agent.text.ssml import SsmlError, looks_like_ssml, parse_ssml
 from agent.voice.voice import SynthesisParams, Voice, VoiceLoadError
 
 if TYPE_CHECKING:
-    from agent.audio.format import AudioChunk
     from agent.pipeline.phrase_cache import PhraseCache
     from agent.settings import WyomingSettings
     from agent.wyoming.catalog import Catalog
@@ -167,7 +168,8 @@ def start_synthesis(choice: VoiceChoice, text: str, cache: PhraseCache | None, *
             raise Refused("unspeakable-text", problem)
         request = SpeakRequest(text, voice=choice.voice.name, params=choice.params,
                                document=document if ssml else None)
-        return render(document, choice, request, cache=cache).chunks
+        rendered = render(document, choice, request, cache=cache)
+        return in_format(rendered.chunks, rendered.format)
     except SsmlError as exc:
         raise Refused("bad-ssml", str(exc)) from exc
     except TextError as exc:
@@ -178,6 +180,25 @@ def start_synthesis(choice: VoiceChoice, text: str, cache: PhraseCache | None, *
         raise Refused("voice-unavailable", str(exc)) from exc
     except ValueError as exc:  # a parameter the voice refuses; a chime
         raise Refused("bad-request", str(exc)) from exc
+
+
+def in_format(chunks: Iterator[AudioChunk], fmt: AudioFormat) -> Iterator[AudioChunk]:
+    """``chunks`` all in ``fmt`` (the rate ``audio-start`` announced): a part of another rate
+    (an SSML ``<voice>`` of another sample rate) is resampled, without a seam, as the player
+    does for its device; chunks already in ``fmt`` pass as they are."""
+    converter: StreamConverter | None = None
+    for chunk in chunks:
+        if converter is None and chunk.format == fmt:
+            yield chunk
+            continue
+        if converter is None:
+            converter = StreamConverter(fmt.rate, fmt.channels)
+        frames = converter.push(chunk)
+        if len(frames):
+            yield AudioChunk(encode(frames, "S16_LE"), fmt, chunk.text)
+    tail = converter.flush() if converter is not None else None
+    if tail is not None and len(tail):
+        yield AudioChunk(encode(tail, "S16_LE"), fmt)
 
 
 class SentenceBuffer:

@@ -271,6 +271,32 @@ async def refused_on_a_new_connection(service: AgentService, request: Any) -> Ev
         return answer
 
 
+def test_an_ssml_voice_of_another_rate_is_resampled_to_the_announced_rate(
+        mqtt_broker: Broker, tmp_path: Path) -> None:
+    models = staged_two_rates(tmp_path / "models")  # tiny-test at 16 kHz
+    other = models / "tiny-wide"  # the 22.05 kHz version as a voice of its own
+    shutil.copytree(models / VOICE / "2.0.0", other)
+    write_manifest(other, voice="tiny-wide", version="1.0.0", sample_rate=22050,
+                   variants={"fp32": f"{VOICE}.onnx"}, config=f"{VOICE}.onnx.json",
+                   source="tests/make_tiny_voice.py")
+    settings = tcp_settings(mqtt_broker, models, tmp_path / "agent")
+    ssml = '<speak>One two. <voice name="tiny-wide">Three four.</voice></speak>'
+
+    async def go(service: AgentService) -> tuple[list[Event], bytes]:
+        async with client_for(service) as client:
+            await client.write_event(Synthesize(text=ssml).event())
+            return await audio_of(client)
+
+    with running_agent(settings) as service:
+        events, audio = asyncio.run(go(service))
+    assert AudioStart.from_event(events[0]).rate == 16000
+    chunks = [AudioChunk.from_event(e) for e in events if e.type == "audio-chunk"]
+    assert {c.rate for c in chunks} == {16000}  # no 22.05 kHz chunk in a 16 kHz stream
+    with_rate = agent_settings(mqtt_broker, models, tmp_path / "synth")
+    _, one = synth_wav(with_rate, "One two.", tmp_path / "1.wav")
+    assert audio.startswith(one[:len(one) // 2]) and len(audio) > len(one)
+
+
 def test_oversize_text_and_unknown_voices_are_refused_cleanly(agent: AgentService) -> None:
     async def go() -> tuple[Event | None, list[Event], Event | None]:
         refused = await refused_on_a_new_connection(agent, Synthesize(text="x" * 201))
