@@ -13,12 +13,14 @@ The elements, their attributes and the lengths behind the keywords are described
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, replace
 from typing import Final
 
 from agent.text.document import Document, Part, Pause, Phonemes, Piece, Sound, Speech
+from agent.text.normalize import Normalizer
 from agent.text.normalize.say_as import INTERPRETATIONS, say_as
 from agent.text.ssml_tree import (
     MAX_ATTRIBUTE_CHARS,
@@ -64,6 +66,11 @@ _LOOKS_LIKE: Final = re.compile(r"\s*(?:<speak[\s/>]|<\?xml[\s?]|<!DOCTYPE\s)")
 _NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _SOUND: Final = re.compile(r"([A-Za-z0-9][A-Za-z0-9_-]{0,63})(?:\.wav)?")
 _SENTENCE_END: Final = (".", "!", "?", "…")
+
+
+@functools.cache
+def _normalizer() -> Normalizer:
+    return Normalizer()
 
 
 def looks_like_ssml(text: str) -> bool:
@@ -137,7 +144,12 @@ class _Walker:
         else:
             self.pieces.append(piece)
 
-    def verbatim(self, words: str, style: _Style) -> None:
+    def words(self, words: str, style: _Style) -> None:
+        """Words already read out (``say-as``): within the sentence when normalising them
+        changes nothing (the usual case), else as a verbatim stretch of their own."""
+        if _normalizer()(words) == words:  # spaced from the text around it
+            self.piece(f" {words} ", style)
+            return
         self._take_pending()
         self._flush()
         self.parts.append(Speech((words,), voice=style.voice, rate=style.rate,
@@ -269,7 +281,7 @@ def _say_as(walker: _Walker, node: Node, style: _Style) -> None:
     except ValueError as exc:
         raise SsmlError(f"{exc} (<say-as> at {node.where})") from None
     if words.strip():
-        walker.verbatim(words, style)
+        walker.words(words, style)
 
 
 def _sub(walker: _Walker, node: Node, style: _Style) -> None:

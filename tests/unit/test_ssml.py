@@ -82,12 +82,23 @@ def test_sentences_end_with_a_stop_and_paragraphs_with_a_pause() -> None:
                               speech("Three. "))
 
 
-def test_say_as_is_said_in_words_verbatim() -> None:
-    document = parse('Code <say-as interpret-as="characters">AB12</say-as> now')
-    assert document.parts == (speech("Code "),
-                              speech(say_as("characters", "AB12"), verbatim=True),
-                              speech(" now"))
-    assert len(say_as("characters", "AB12").split()) == 4  # spelled: one word a character
+def words_of(document: Document) -> list[tuple[str, bool]]:
+    """Each speech part's text with its whitespace collapsed, and whether it is verbatim."""
+    return [(" ".join("".join(p for p in part.pieces if isinstance(p, str)).split()),
+             part.verbatim) for part in document if isinstance(part, Speech)]
+
+
+def test_say_as_is_said_in_words_within_its_sentence() -> None:
+    document = parse('Code<say-as interpret-as="characters">AB12</say-as>now, '
+                     '<say-as interpret-as="cardinal">1,234</say-as> left.')
+    assert words_of(document) == [
+        ("Code eh b one two now, one thousand two hundred thirty four left.", False)]
+    assert say_as("characters", "AB12").split() == ["eh", "b", "one", "two"]
+
+
+def test_say_as_words_the_normalizer_would_read_again_are_a_verbatim_stretch() -> None:
+    document = parse('A <say-as interpret-as="characters">~</say-as> B')  # not "about"
+    assert document.parts == (speech("A "), speech("~", verbatim=True), speech(" B"))
 
 
 @pytest.mark.parametrize(("kind", "text", "format"), [
@@ -101,7 +112,7 @@ def test_every_say_as(kind: str, text: str, format: str | None) -> None:
     document = parse(f'<say-as interpret-as="{kind}"{attr}>{text}</say-as>')
     words = say_as(kind, text, format=format)
     assert words.strip() and not any(c.isdigit() for c in words), words
-    assert document.parts == (speech(words, verbatim=True),)
+    assert words_of(document) == [(words, False)]
 
 
 def test_say_as_of_text_that_is_not_what_it_says_is_refused() -> None:
