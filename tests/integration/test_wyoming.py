@@ -8,9 +8,11 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import wave
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,11 +33,20 @@ from wyoming.tts import (
 )
 
 from agent.health import prometheus
+from agent.mqtt.topics import Namespace
 from agent.service import AgentService
 from agent.settings import Settings, WyomingSettings
 from agent.voice.bundle import write_manifest
 from tests.support import make_tiny_voice
-from tests.support.broker import Broker, agent_env, agent_settings, free_port, running_agent
+from tests.support.broker import (
+    Broker,
+    Recorder,
+    agent_env,
+    agent_settings,
+    daemon,
+    free_port,
+    running_agent,
+)
 
 pytestmark = [pytest.mark.broker, pytest.mark.alsa]
 
@@ -57,6 +68,10 @@ def tcp_settings(broker: Broker, models: Path, work: Path, **wyoming: Any) -> Se
 def client_for(service: AgentService) -> AsyncClient:
     uri = service.settings.wyoming.uri
     assert uri is not None
+    return client_for_uri(uri)
+
+
+def client_for_uri(uri: str) -> AsyncClient:
     return AsyncClient.from_uri(uri, connect_timeout=WAIT_S, read_timeout=WAIT_S)
 
 
@@ -355,6 +370,29 @@ def test_a_flood_of_connections_is_refused_while_a_client_is_served(
     assert agent.health.snapshot()["wyoming"]["refused_clients"] == 6  # type: ignore[typeddict-item]
 
 
+def test_clients_at_once_take_turns_on_the_synthesis_slot(agent: AgentService) -> None:
+    """Two clients synthesize at once with wyoming.max_syntheses = 1: both get all their audio,
+    on the server's own synthesis threads (wyoming-synth)."""
+    text = "One sentence here. And another one there."
+    seen_threads: set[str] = set()
+
+    async def one() -> bytes:
+        async with client_for(agent) as client:
+            await client.write_event(Synthesize(text=text).event())
+            _, audio = await audio_of(client)
+            seen_threads.update(t.name for t in threading.enumerate())  # the pool's stay
+            return audio
+
+    async def go() -> list[bytes]:
+        return list(await asyncio.gather(one(), one()))
+
+    first, second = asyncio.run(go())
+    assert first == second and len(first) > 0
+    assert agent.settings.wyoming.max_syntheses == 1
+    assert any(name.startswith("wyoming-synth") for name in seen_threads)
+    assert agent.health.snapshot()["wyoming"]["finished"] == 2  # type: ignore[typeddict-item]
+
+
 def test_an_oversize_or_broken_event_closes_that_connection_only(agent: AgentService) -> None:
     port = agent.addons.get("wyoming").server.port  # type: ignore[union-attr]
 
@@ -490,6 +528,34 @@ def test_stop_ends_an_open_stream_with_an_error(mqtt_broker: Broker, tiny_voice_
         service.stop(2.0)
     errors = [Error.from_event(e) for e in seen if e is not None and e.type == "error"]
     assert [e.code for e in errors] == ["stopping"]
+
+
+def test_the_daemon_serves_wyoming_from_its_settings(mqtt_broker: Broker, tiny_voice_dir: Path,
+                                                    tmp_path: Path) -> None:
+    """``tts-agent run`` as a process, the server switched on by TTS_AGENT_WYOMING__URI."""
+    path = tmp_path / "w.sock"
+    settings = with_wyoming(agent_settings(mqtt_broker, tiny_voice_dir.parent, tmp_path / "a"),
+                            uri=f"unix://{path}")
+    health = Namespace("tts").device("t1").health
+
+    async def go() -> tuple[Info, list[Event]]:
+        async with client_for_uri(f"unix://{path}") as client:
+            await client.write_event(Describe().event())
+            described = await read(client)
+            assert described is not None
+            await client.write_event(Synthesize(text="From the daemon.").event())
+            events, _ = await audio_of(client)
+            return Info.from_event(described), events
+
+    with Recorder(mqtt_broker.settings(), [health.as_filter()], "watch") as watch, \
+            daemon(settings, tmp_path / "agent.log") as process:
+        watch.wait_json(health, lambda p: bool(p.get("wyoming", {}).get("listening")), 60)
+        info, events = asyncio.run(go())
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(60) == 0
+    assert [v.name for v in info.tts[0].voices] == [VOICE]
+    assert events[0].type == "audio-start" and events[-1].type == "audio-stop"
+    assert not path.exists()
 
 
 @pytest.mark.voice
