@@ -363,3 +363,18 @@ def test_a_journalled_request_replays_as_it_was_asked(tmp_path: Path) -> None:
     replayed = {job.request_id: job.request for job in jobs.take_all()}
     assert replayed == asked
     assert replayed["plain"].document is None
+
+
+@pytest.mark.parametrize("body", [
+    "a" * 99_000, "&amp;" * 19_000, "<!-- x -->" * 9_000, '<break time="1ms"/>' * 5_000,
+    "<s>" * 20_000, "<speak " + " ".join(f'a{i}="x"' for i in range(9_000)) + ">",
+    '<sub alias="' + "&#65;" * 19_000 + '">x</sub>', "<![CDATA[" + "]" * 90_000 + "]]>",
+])
+def test_hostile_documents_of_the_largest_size_are_read_or_refused(body: str) -> None:
+    text = f"<speak>{body}</speak>"[:100_000]
+    try:
+        document = parse_ssml(text, max_chars=100_000)
+    except SsmlError as exc:
+        assert "\n" not in str(exc)
+    else:
+        assert document.parts
