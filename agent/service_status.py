@@ -17,15 +17,17 @@ __all__ = ["ping_status", "presence"]
 
 def presence(service: AgentService, state: str) -> Presence:
     """The retained ``{prefix}/{device}/status`` message for ``state`` (online, stopped,
-    offline: the Last Will, which carries no details)."""
+    offline: the Last Will, which carries only the device's groups)."""
     settings = service.settings
+    groups = list(settings.mqtt.groups) or None
     if state == "offline":
-        return Presence(state="offline", device=settings.device_id)
+        return Presence(state="offline", device=settings.device_id, groups=groups)
     return Presence(
         state=state,  # type: ignore[arg-type]
         device=settings.device_id, version=__version__, voices=service.voices.names(),
         default_voice=settings.models.default_voice, profile=service.profile_name,
-        site_id=service.site_id if settings.mqtt.hermes else None, ts=time.time(),
+        site_id=service.site_id if settings.mqtt.hermes else None, groups=groups,
+        health_interval_s=settings.health.interval_s, ts=time.time(),
     )
 
 

@@ -13,11 +13,13 @@ command line (``-P``) is refused: every user of the machine can read it.
 Connecting makes one attempt, bounded by ``--connect-timeout``: a refused connection fails at
 once, an unreachable host after the timeout. With ``--wait`` the final event is printed as one
 JSON line (:mod:`agent.commands.send_wait`); ``--timeout`` bounds the silence, not the length of
-the speech.
+the speech. For ``--group`` and ``--all`` the devices that should answer are learned from the
+retained status first, and every one is accounted for (:mod:`agent.commands.send_account`).
 
 Exit status: 0 the command succeeded (or was sent, without ``--wait``); 1 it ended otherwise
 (rejected, failed, expired, interrupted); 2 bad arguments, an invalid command or connection
-option; 3 no broker, or no answer for ``--timeout``. An id the agent already served is answered
+option; 3 no broker, or no answer for ``--timeout`` (``--group``/``--all``: from some
+expected device). An id the agent already served is answered
 with a final ``duplicate`` event, printed like any other; the exit status is then that of the
 original outcome it names (``outcome``).
 """
@@ -34,18 +36,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent.commands import USAGE, CommandError, add_config_argument, settings_from_args
+from agent.commands.send_account import await_account
 from agent.commands.send_wait import NO_ANSWER, await_final, succeeded
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from agent.mqtt.client import InboundMessage, MqttClient
+    from agent.mqtt.fleet_view import FleetView
     from agent.mqtt.protocol import SpeakCommand
-    from agent.mqtt.topics import Topic, TopicFilter
+    from agent.mqtt.topics import Namespace, Topic, TopicFilter
     from agent.settings import MqttSettings
 
-__all__ = ["NO_ANSWER", "build_payload", "connection_settings", "register", "run", "succeeded"]
+__all__ = ["NO_ANSWER", "add_connection_arguments", "build_payload", "connect",
+           "connection_settings", "register", "run", "succeeded"]
 
 MAX_TIMEOUT_S = 86_400.0
 MAX_CONNECT_TIMEOUT_S = 600.0
+MAX_SETTLE_S = 60.0
 _POLL_S = 0.05
 """Slice of the wait for the connection, between looks at whether the one attempt failed."""
 
@@ -85,6 +93,11 @@ def _connection(parser: argparse.ArgumentParser, *, top: bool) -> None:
             help="seconds for the one connect attempt (default: mqtt.connect_timeout_s, 5)")
 
 
+def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
+    """``send``'s connection options, for another controller command (``fleet``)."""
+    _connection(parser, top=True)
+
+
 def _common(parser: argparse.ArgumentParser, *, top: bool) -> None:
     """Options accepted before and after the command name."""
     parser.add_argument("--help", action="help", default=argparse.SUPPRESS,
@@ -95,6 +108,9 @@ def _common(parser: argparse.ArgumentParser, *, top: bool) -> None:
             help="with --wait, also print the events before it (accepted, started, progress)")
     _option(parser, "--timeout", top=top, type=float, default=30.0,
             help="seconds without any event for the command before giving up (default 30)")
+    _option(parser, "--settle", top=top, type=float, default=1.0, metavar="S",
+            help="--group/--all --wait: read the retained status until none came for S "
+                 "seconds before sending (default 1)")
     _option(parser, "--id", top=top, dest="request_id", help="request id (default: generated)")
     _connection(parser, top=top)
     if not top:
@@ -238,44 +254,39 @@ def connection_settings(args: argparse.Namespace, base: MqttSettings) -> MqttSet
 def run(args: argparse.Namespace) -> int:
     from agent.logs import configure_logging
     from agent.mqtt.client import ClientConfigError, MqttClient, OutboundMessage
-    from agent.mqtt.topics import Namespace, TopicError
+    from agent.mqtt.topics import Namespace
 
     settings = settings_from_args(args, configure_logs=False)
     # stdout carries the JSON answers, stderr the one error line: a failed connection is told
     # there (with its hint), so the client's own log lines about it are not printed.
     configure_logging("critical", settings.log.format)
     timeout = _seconds(args.timeout, "--timeout", MAX_TIMEOUT_S)
+    settle = _seconds(args.settle, "--settle", MAX_SETTLE_S)
     if getattr(args, "connect_timeout", None) is not None:
         _seconds(args.connect_timeout, "--connect-timeout", MAX_CONNECT_TIMEOUT_S)
     mqtt = connection_settings(args, settings.mqtt)
     request_id, payload = build_payload(args)
     namespace = Namespace(mqtt.topic_prefix)
     client_id = f"tts-send-{secrets.token_hex(6)}"
-    try:
-        if args.device:
-            target = namespace.device(args.device).command(args.send_command)
-            events: TopicFilter = namespace.device(args.device).events.as_filter()
-        elif args.group:
-            target = namespace.group_command(args.group, args.send_command)
-            events = namespace.all_events()
-        else:
-            target = namespace.fleet_command(args.send_command)
-            events = namespace.all_events()
-    except TopicError as exc:
-        raise CommandError(str(exc), status=USAGE) from exc
+    target, events = _target(args, namespace)
     mqtt5 = mqtt.protocol == "5"
     reply: Topic | None = namespace.reply(client_id) if (args.wait and mqtt5) else None
     # With --wait the events topic is followed too: progress events show the agent is alive.
     filters = [f for f in (reply.as_filter() if reply else None, events if args.wait else None)
                if f]
     inbox: queue.Queue[InboundMessage] = queue.Queue(maxsize=10_000)
+    view = _view(namespace, settings.health.interval_s) if args.wait and not args.device else None
+    if view is not None:  # the account: membership from the retained status and health
+        filters.extend(view.filters())
     try:
         client = MqttClient(mqtt, client_id, subscriptions=filters,
-                            on_message=inbox.put_nowait, persistent=False)
+                            on_message=_router(view, inbox), persistent=False)
     except ClientConfigError as exc:
         raise CommandError(str(exc), status=USAGE) from exc
     try:
-        _connect(client, mqtt)
+        connect(client, mqtt)
+        if view is not None:
+            view.settle(settle, longest_s=max(10.0, 20 * settle))
         correlation = secrets.token_bytes(16) if reply is not None else None
         sent = client.publish(OutboundMessage(target, payload, response_topic=reply,
                                               correlation_data=correlation))
@@ -284,13 +295,47 @@ def run(args: argparse.Namespace) -> int:
         if not args.wait:
             print(json.dumps({"id": request_id, "topic": target.value}))
             return 0
+        if view is not None:
+            return await_account(inbox, request_id, timeout, reply=reply,
+                                 correlation=correlation, progress=args.progress, view=view,
+                                 group=args.group)
         return await_final(inbox, request_id, timeout, reply=reply, correlation=correlation,
-                           single=bool(args.device), progress=args.progress)
+                           single=True, progress=args.progress)
     finally:
         client.close(timeout=2)
 
 
-def _connect(client: MqttClient, mqtt: MqttSettings) -> None:
+def _target(args: argparse.Namespace, namespace: Namespace) -> tuple[Topic, TopicFilter]:
+    """The command topic for ``--device``/``--group``/``--all``, and the events filter."""
+    from agent.mqtt.topics import TopicError
+
+    try:
+        if args.device:
+            device = namespace.device(args.device)
+            return device.command(args.send_command), device.events.as_filter()
+        if args.group:
+            return namespace.group_command(args.group, args.send_command), namespace.all_events()
+        return namespace.fleet_command(args.send_command), namespace.all_events()
+    except TopicError as exc:
+        raise CommandError(str(exc), status=USAGE) from exc
+
+
+def _view(namespace: Namespace, interval_s: float) -> FleetView:
+    from agent.mqtt.fleet_view import FleetView
+
+    return FleetView(namespace, default_interval_s=interval_s)
+
+
+def _router(view: FleetView | None,
+            inbox: queue.Queue[InboundMessage]) -> Callable[[InboundMessage], None]:
+    """Network thread: presence and health to the view (bounded), the rest to the inbox."""
+    def route(message: InboundMessage) -> None:
+        if view is None or not view.offer(message):
+            inbox.put_nowait(message)
+    return route
+
+
+def connect(client: MqttClient, mqtt: MqttSettings) -> None:
     """Start ``client`` and wait for its first connection: one attempt, given up when it fails
     (refused, TLS, credentials) or after ``mqtt.connect_timeout_s`` without a CONNACK."""
     where = f"{mqtt.host}:{mqtt.port}"

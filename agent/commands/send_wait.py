@@ -10,8 +10,8 @@ not.
 Over MQTT 5 the final event arrives on a private Response Topic with Correlation Data (the
 copy on the events topic is not printed); over 3.1.1 it is picked from the events topic by id.
 ``--progress`` prints the events before it too. For ``--device`` the wait ends with the final
-event; for ``--group`` and ``--all`` (any number of devices may answer) once ``--timeout``
-passed without an event.
+event; ``--group`` and ``--all`` are accounted for device by device
+(:mod:`agent.commands.send_account`).
 
 A helper module of :mod:`agent.commands.send`: it adds no sub-command of its own.
 """
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from agent.mqtt.client import InboundMessage
     from agent.mqtt.topics import Topic
 
-__all__ = ["NO_ANSWER", "SUCCESS_EVENTS", "await_final", "register", "succeeded"]
+__all__ = ["NO_ANSWER", "SUCCESS_EVENTS", "await_final", "event_for", "register", "succeeded"]
 
 SUCCESS_EVENTS = frozenset({"finished", "done", "pong"})
 
@@ -54,7 +54,7 @@ def await_final(inbox: queue.Queue[InboundMessage], request_id: str, timeout: fl
             message = inbox.get(timeout=remaining)
         except queue.Empty:
             break
-        event = _event_for(message, request_id, reply, correlation)
+        event = event_for(message, request_id, reply, correlation)
         if event is None:
             continue
         deadline = time.monotonic() + timeout  # a sign of life: the silence starts again
@@ -75,7 +75,7 @@ def await_final(inbox: queue.Queue[InboundMessage], request_id: str, timeout: fl
     return 0 if all(succeeded(e) for e in finals) else 1
 
 
-def _event_for(message: InboundMessage, request_id: str, reply: Topic | None,
+def event_for(message: InboundMessage, request_id: str, reply: Topic | None,
                correlation: bytes | None) -> dict[str, Any] | None:
     """The event in ``message`` when it is about ``request_id`` (a reply only with our
     Correlation Data); None otherwise."""

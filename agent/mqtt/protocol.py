@@ -366,6 +366,12 @@ class Presence(BaseModel):
     default_voice: str | None = None
     profile: str | None = Field(default=None, description="Hardware profile in use.")
     site_id: str | None = Field(default=None, description="Hermes site id.")
+    groups: list[str] | None = Field(default=None, description=(
+        "The groups the device follows (`mqtt.groups`; left out when none), also in the Last "
+        "Will: what `tts-agent fleet` and `send --group --wait` learn membership from."))
+    health_interval_s: float | None = Field(default=None, description=(
+        "The device's `health.interval_s`: a health report older than a few of these means "
+        "the device went silent."))
     ts: float | None = Field(default=None, description="Unix time of the change (s).")
 
 

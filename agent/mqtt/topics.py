@@ -195,6 +195,14 @@ class Namespace:
         """Events of every device (a controller's subscription)."""
         return TopicFilter(f"{self.prefix}/+/events")
 
+    def all_status(self) -> TopicFilter:
+        """Every device's retained presence (``tts-agent fleet``, ``send --wait``)."""
+        return TopicFilter(f"{self.prefix}/+/status")
+
+    def all_health(self) -> TopicFilter:
+        """Every device's retained health report (``tts-agent fleet``, ``send --wait``)."""
+        return TopicFilter(f"{self.prefix}/+/health")
+
 
 
 @dataclass(frozen=True, slots=True)

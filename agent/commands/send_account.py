@@ -1,0 +1,179 @@
+"""``tts-agent send --group G ... --wait`` and ``--all --wait``: the account, device by device.
+
+Before the command is published, ``send`` reads the retained status and health topics with
+:class:`agent.mqtt.fleet_view.FleetView` (two wildcard filters on the same connection, until
+none came for ``--settle`` seconds): the devices whose presence says ``online`` and, for
+``--group``, that list the group are *expected*. The final events then come from the events
+wildcard (or the MQTT 5 Response Topic) as before; each is printed as one JSON line on stdout
+as it arrives. The wait ends as soon as every expected device has answered, or for a device
+when it has been silent (no event for the request) for ``--timeout`` seconds, or when its
+presence turns ``offline`` or ``stopped`` meanwhile. Then a summary goes to stderr: how many
+answered, finished and failed, the devices that failed or did not answer by name, the devices
+that answered without being expected (``extra``: joined meanwhile, or their status was not
+retained) and the known members that were not online when the command was sent.
+
+Exit status: 0 every expected device finished (and every extra one); 1 every expected device
+answered but some did not succeed; 3 some expected device did not answer. With no device
+expected (no retained status on this broker) the wait is the old one: until ``--timeout``
+passed without an event, 3 when nothing answered.
+
+A helper module of :mod:`agent.commands.send`: it adds no sub-command of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from agent.commands import FAILED, NO_ANSWER, OK, CommandError
+from agent.commands.send_wait import event_for, succeeded
+
+if TYPE_CHECKING:
+    from agent.mqtt.client import InboundMessage
+    from agent.mqtt.fleet_view import FleetView
+    from agent.mqtt.topics import Topic
+
+__all__ = ["Account", "await_account", "register"]
+
+_SLICE_S = 0.5
+"""Longest wait on the inbox between looks at the devices' deadlines and presence."""
+_NAMED = 50
+"""Devices named at most per summary line (the rest are counted)."""
+
+
+def register(subparsers: Any) -> None:
+    """Nothing to register: ``send`` (:mod:`agent.commands.send`) owns the sub-command."""
+
+
+@dataclass
+class Account:
+    """Who should answer, who did, and how."""
+
+    expected: set[str]
+    timeout: float
+    finals: dict[str, dict[str, Any]] = field(default_factory=dict)
+    extra: dict[str, dict[str, Any]] = field(default_factory=dict)
+    lost: dict[str, str] = field(default_factory=dict)
+    """Expected devices whose presence went offline/stopped during the wait."""
+    deadline: dict[str, float] = field(default_factory=dict)
+
+    def start(self, now: float) -> None:
+        self.deadline = dict.fromkeys(self.expected, now + self.timeout)
+
+    def heard(self, device: str, now: float) -> None:
+        if device in self.deadline:
+            self.deadline[device] = now + self.timeout
+
+    def open(self, now: float) -> set[str]:
+        """Expected devices still worth waiting for."""
+        return {d for d in self.expected if d not in self.finals and d not in self.lost
+                and self.deadline[d] > now}
+
+    def silent(self) -> list[str]:
+        return sorted(self.expected - self.finals.keys())
+
+    def failed(self) -> list[str]:
+        return sorted(d for d, e in self.finals.items() if not succeeded(e))
+
+    def status(self) -> int:
+        if self.silent():
+            return NO_ANSWER
+        everyone = [*self.finals.values(), *self.extra.values()]
+        return OK if all(succeeded(e) for e in everyone) else FAILED
+
+
+def await_account(inbox: queue.Queue[InboundMessage], request_id: str, timeout: float, *,
+                  reply: Topic | None, correlation: bytes | None, progress: bool,
+                  view: FleetView, group: str | None) -> int:
+    """Collect the finals of the devices ``view`` expects; print them and the summary; the
+    exit status (see the module docstring)."""
+    account = Account(view.members(group), timeout)
+    not_online = {d: s for d, s in view.known_members(group).items() if d not in account.expected}
+    now = time.monotonic()
+    account.start(now)
+    quiet_until = now + timeout  # with nobody expected: the old wait, until a silence
+    while True:
+        now = time.monotonic()
+        _note_lost(account, view)
+        if account.expected and not account.open(now):
+            break
+        if not account.expected and now >= quiet_until:
+            break
+        try:
+            message = inbox.get(timeout=_SLICE_S)
+        except queue.Empty:
+            continue
+        event = event_for(message, request_id, reply, correlation)
+        if event is None:
+            continue
+        device = str(event.get("device", "?"))
+        now = time.monotonic()
+        account.heard(device, now)
+        quiet_until = now + timeout
+        is_final = bool(event.get("final"))
+        if is_final and reply is not None and message.topic != reply:
+            continue  # the final event is taken from the reply topic (MQTT 5)
+        if is_final and (device in account.finals or device in account.extra):
+            continue  # a redelivery
+        if is_final or progress:
+            print(json.dumps(event), flush=True)
+        if is_final:
+            (account.finals if device in account.expected else account.extra)[device] = event
+    if not account.expected and not account.extra:
+        raise CommandError(f"no answer to {request_id}: no device answered within {timeout:g} s "
+                           "and none is online in the retained status (--timeout)",
+                           status=NO_ANSWER)
+    for line in summary(account, group, not_online):
+        print(f"tts-agent send: {line}", file=sys.stderr, flush=True)
+    return account.status()
+
+
+def _note_lost(account: Account, view: FleetView) -> None:
+    """Expected devices whose presence turned offline or stopped: no answer will come."""
+    for device in account.expected - account.finals.keys() - account.lost.keys():
+        record = view.record(device)
+        if record is not None and record.status in ("offline", "stopped"):
+            account.lost[device] = record.status
+
+
+def _names(devices: list[str], why: dict[str, str] | None = None) -> str:
+    shown = [f"{d} ({why[d]})" if why and d in why else d for d in devices[:_NAMED]]
+    more = len(devices) - len(shown)
+    return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
+
+
+def _reason(event: dict[str, Any]) -> str:
+    kind = str(event.get("event"))
+    if kind == "duplicate":
+        kind = f"duplicate of {event.get('outcome')}"
+    reason = event.get("reason")
+    return f"{kind}: {str(reason)[:200]}" if reason else kind
+
+
+def summary(account: Account, group: str | None, not_online: dict[str, str]) -> list[str]:
+    """The summary's lines (stderr): the count line, then failed, no answer, extra and not
+    online devices by name."""
+    who = f"group {group}" if group is not None else "the fleet"
+    answered = len(account.finals)
+    failed = account.failed()
+    silent = account.silent()
+    lines = [f"{who}: {len(account.expected)} expected (online), {answered} answered: "
+             f"{answered - len(failed)} finished, {len(failed)} failed, {len(silent)} no answer "
+             f"within {account.timeout:g} s" + (f"; {len(account.extra)} extra"
+                                                if account.extra else "")]
+    if failed:
+        lines.append("failed: " + _names(failed, {d: _reason(account.finals[d]) for d in failed}))
+    if silent:
+        why = {d: f"went {s}" for d, s in account.lost.items()}
+        lines.append("no answer: " + _names(silent, why))
+    if account.extra:
+        extra = sorted(account.extra)
+        lines.append("extra (not online in the retained status when sent): " + _names(
+            extra, {d: _reason(account.extra[d]) for d in extra}))
+    if not_online:
+        lines.append("not online when sent: " + _names(sorted(not_online), not_online))
+    return lines

@@ -1,0 +1,277 @@
+"""The fleet view and the account of group commands (#18) over a real Mosquitto.
+
+- ``tts-agent fleet`` lists the devices from their retained status and health: one running
+  (online), one stopped cleanly (stopped), one killed with SIGKILL (the broker's Last Will:
+  offline), and one whose retained health is far older than its health interval (silent);
+  ``--group``, ``--state`` and ``--json`` select and shape the list.
+- ``send --group lobby speak ... --wait`` expects the group's online members (from the retained
+  status, before the command is published), prints each one's final event and a summary, and
+  returns as soon as every one answered (the ``--timeout`` is far above the test's own bound, so
+  the old code, which always waited the whole timeout, fails it); with one member stopped
+  (SIGSTOP: its status still says online) it exits 3 and names that device.
+- The reader's memory is bounded: a flood of retained topics past its cap is counted, not kept,
+  and a payload over its size cap is counted without being read.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.mqtt.client import MqttClient
+from agent.mqtt.fleet_view import FleetView
+from agent.mqtt.topics import Namespace
+from agent.settings import Settings
+from tests.support.broker import (
+    Broker,
+    Recorder,
+    agent_env,
+    agent_settings,
+    daemon,
+    running_agent,
+)
+
+pytestmark = [pytest.mark.broker, pytest.mark.alsa]
+
+NS = Namespace("tts")
+BOUND_S = 120
+"""Upper bound on a ``send`` that must end once everyone answered (its --timeout is 600 s)."""
+
+
+def tts(*args: str, settings: Settings,
+        timeout: float = BOUND_S) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "agent", *args], capture_output=True, text=True,
+                          env=agent_env(settings), timeout=timeout, check=False)
+
+
+def settings_for(broker: Broker, models: Path, work: Path, device: str, *groups: str,
+                 **mqtt: Any) -> Settings:
+    return agent_settings(broker, models, work / device, device_id=device,
+                          mqtt={"groups": list(groups), **mqtt})
+
+
+def wait_state(broker: Broker, device: str, state: str) -> dict[str, Any]:
+    topic = NS.device(device).status
+    with Recorder(broker.settings(), [topic.as_filter()], f"watch-{device}") as watch:
+        return watch.wait_json(topic, lambda p: p["state"] == state, timeout=60)
+
+
+def wait_health(broker: Broker, device: str) -> None:
+    topic = NS.device(device).health
+    with Recorder(broker.settings(), [topic.as_filter()], f"health-{device}") as watch:
+        watch.wait_json(topic, lambda p: True, timeout=60)
+
+
+def table(stdout: str) -> dict[str, list[str]]:
+    """``fleet``'s lines by device id (the header left out), split into columns."""
+    lines = stdout.splitlines()
+    assert lines and lines[0].split()[:2] == ["DEVICE", "STATE"], stdout
+    return {line.split()[0]: line.split() for line in lines[1:]}
+
+
+@pytest.fixture()
+def fleet(mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Path) -> Iterator[Settings]:
+    """lobby-1 running (lobby), lobby-2 stopped cleanly (lobby, hall), hall-1 killed -9 (hall),
+    old-1 a retained online status with a health report hours old; the controller's settings."""
+    models = tiny_voice_dir.parent
+    with ExitStack() as stack:
+        stack.enter_context(running_agent(settings_for(mqtt_broker, models, tmp_path,
+                                                       "lobby-1", "lobby")))
+        with running_agent(settings_for(mqtt_broker, models, tmp_path, "lobby-2", "lobby",
+                                        "hall")):
+            wait_state(mqtt_broker, "lobby-2", "online")
+        hall = settings_for(mqtt_broker, models, tmp_path, "hall-1", "hall", keepalive_s=5)
+        with daemon(hall, tmp_path / "hall-1.log") as process:
+            wait_state(mqtt_broker, "hall-1", "online")
+            wait_health(mqtt_broker, "hall-1")
+            process.send_signal(signal.SIGKILL)
+            process.wait(30)
+        wait_state(mqtt_broker, "hall-1", "offline")
+        wait_state(mqtt_broker, "lobby-1", "online")
+        wait_health(mqtt_broker, "lobby-1")
+        old = NS.device("old-1")
+        hours_ago = datetime.fromtimestamp(time.time() - 7200, UTC).isoformat(timespec="seconds")
+        with Recorder(mqtt_broker.settings(), [], "old-1") as publisher:
+            publisher.publish(old.status, {"state": "online", "device": "old-1",
+                                           "groups": ["hall"], "health_interval_s": 30},
+                              retain=True)
+            publisher.publish(old.health, {"state": "ok", "reasons": [], "device_id": "old-1",
+                                           "version": "0.1", "time": hours_ago}, retain=True)
+        yield settings_for(mqtt_broker, models, tmp_path, "controller")
+
+
+def test_fleet_lists_devices_from_retained_topics(fleet: Settings) -> None:
+    result = tts("fleet", settings=fleet)
+    assert result.returncode == 0, result.stderr
+    rows = table(result.stdout)
+    assert set(rows) == {"lobby-1", "lobby-2", "hall-1", "old-1"}, result.stdout
+    assert rows["lobby-1"][1:4] == ["online", "lobby", "tiny-test"]
+    assert rows["lobby-2"][1:3] == ["stopped", "lobby,hall"]
+    assert rows["hall-1"][1:3] == ["offline", "hall"]  # the Last Will keeps the groups
+    assert rows["old-1"][1] == "silent"
+
+
+def test_fleet_filters_and_json(fleet: Settings) -> None:
+    result = tts("fleet", "--group", "hall", settings=fleet)
+    assert result.returncode == 0, result.stderr
+    assert set(table(result.stdout)) == {"lobby-2", "hall-1", "old-1"}
+    result = tts("fleet", "--state", "offline", "--state", "silent", settings=fleet)
+    assert set(table(result.stdout)) == {"hall-1", "old-1"}
+    result = tts("fleet", "--json", "--group", "lobby", settings=fleet)
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document["count"] == 2 and document["known"] == 4
+    assert document["dropped"] == {"over_cap": 0, "oversize": 0, "invalid": 0}
+    devices = {d["device"]: d for d in document["devices"]}
+    assert set(devices) == {"lobby-1", "lobby-2"}
+    assert list(devices["lobby-1"]) == ["device", "state", "groups", "voice", "version",
+                                        "health", "queue", "pending", "last_error",
+                                        "health_age_s"]
+    one = devices["lobby-1"]
+    assert one["state"] == "online" and one["groups"] == ["lobby"] and one["voice"] == "tiny-test"
+    assert one["health"] in ("ok", "degraded") and one["queue"] == 0
+    assert isinstance(one["health_age_s"], float) and isinstance(one["version"], str)
+
+
+def test_fleet_watch_prints_changes_and_ends_with_ctrl_c(fleet: Settings,
+                                                         mqtt_broker: Broker) -> None:
+    process = subprocess.Popen([sys.executable, "-m", "agent", "fleet", "--watch"],
+                               env=agent_env(fleet), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in process.stdout or ()],
+                     daemon=True).start()
+
+    def next_line() -> str:
+        return lines.get(timeout=60)
+
+    try:
+        assert next_line().split()[:2] == ["DEVICE", "STATE"]  # not a TTY: plain lines
+        first = {next_line().split()[0] for _ in range(4)}
+        assert first == {"lobby-1", "lobby-2", "hall-1", "old-1"}
+        with Recorder(mqtt_broker.settings(), [], "new-1") as publisher:
+            publisher.publish(NS.device("new-1").status, {"state": "online", "device": "new-1"},
+                              retain=True)
+        line = next_line()
+        while not line.startswith("new-1"):  # a health report may come meanwhile
+            line = next_line()
+        assert line.split()[1] == "online"
+        process.send_signal(signal.SIGINT)
+        assert process.wait(60) == 0, process.stderr.read() if process.stderr else ""
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+
+
+def test_fleet_refuses_bad_options(fleet: Settings) -> None:
+    result = tts("fleet", "--settle", "0", settings=fleet)
+    assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.stderr
+    assert "--settle" in result.stderr
+    result = tts("fleet", "--state", "asleep", settings=fleet)
+    assert result.returncode == 2 and "--state" in result.stderr
+
+
+@pytest.fixture()
+def lobby(mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Path) -> Iterator[Settings]:
+    """Two agents in group lobby and one in group hall, all online; the controller's settings."""
+    models = tiny_voice_dir.parent
+    with ExitStack() as stack:
+        for device, group in (("lobby-1", "lobby"), ("lobby-2", "lobby"), ("hall-1", "hall")):
+            stack.enter_context(running_agent(settings_for(mqtt_broker, models, tmp_path,
+                                                           device, group)))
+        for device in ("lobby-1", "lobby-2", "hall-1"):
+            wait_state(mqtt_broker, device, "online")
+        yield settings_for(mqtt_broker, models, tmp_path, "controller")
+
+
+def test_group_speak_accounts_for_every_member_and_returns_once_all_answered(
+        lobby: Settings) -> None:
+    result = tts("send", "--group", "lobby", "speak", "Doors closing.", "--wait",
+                 "--timeout", "600", settings=lobby)
+    assert result.returncode == 0, result.stderr
+    finals = [json.loads(line) for line in result.stdout.splitlines()]
+    assert sorted(e["device"] for e in finals) == ["lobby-1", "lobby-2"]
+    assert {e["event"] for e in finals} == {"finished"}
+    assert "group lobby: 2 expected (online), 2 answered: 2 finished, 0 failed, 0 no answer" \
+        in result.stderr, result.stderr
+    result = tts("send", "--all", "ping", "--wait", "--timeout", "600", settings=lobby)
+    assert result.returncode == 0, result.stderr
+    assert sorted(json.loads(line)["device"] for line in result.stdout.splitlines()) == [
+        "hall-1", "lobby-1", "lobby-2"]
+    assert "the fleet: 3 expected (online), 3 answered" in result.stderr
+
+
+def test_group_speak_with_a_member_stopped_names_it(lobby: Settings, mqtt_broker: Broker,
+                                                    tiny_voice_dir: Path,
+                                                    tmp_path: Path) -> None:
+    stuck = settings_for(mqtt_broker, tiny_voice_dir.parent, tmp_path, "lobby-3", "lobby")
+    with daemon(stuck, tmp_path / "lobby-3.log") as process:
+        wait_state(mqtt_broker, "lobby-3", "online")
+        process.send_signal(signal.SIGSTOP)  # its status still says online (keepalive 30 s)
+        try:
+            result = tts("send", "--group", "lobby", "speak", "Doors closing.", "--wait",
+                         "--timeout", "5", settings=lobby)
+        finally:
+            process.send_signal(signal.SIGCONT)
+    assert result.returncode == 3, result.stderr
+    assert sorted(json.loads(line)["device"] for line in result.stdout.splitlines()) == [
+        "lobby-1", "lobby-2"]
+    lines = result.stderr.splitlines()
+    assert "3 expected (online), 2 answered: 2 finished, 0 failed, 1 no answer within 5 s" \
+        in lines[0], result.stderr
+    assert "tts-agent send: no answer: lobby-3" in lines, result.stderr
+
+
+def test_group_command_with_a_failure_exits_1_and_names_the_device(lobby: Settings) -> None:
+    result = tts("send", "--group", "lobby", "speak", "x", "--voice", "nobody", "--wait",
+                 "--timeout", "600", settings=lobby)
+    assert result.returncode == 1, result.stderr
+    failed = [line for line in result.stderr.splitlines() if "failed: " in line
+              and "expected" not in line]
+    assert len(failed) == 1 and "lobby-1 (rejected" in failed[0] and "lobby-2 (rejected" \
+        in failed[0], result.stderr
+
+
+def test_a_flood_past_the_cap_is_counted_not_kept(mqtt_broker: Broker, tiny_voice_dir: Path,
+                                                  tmp_path: Path) -> None:
+    with Recorder(mqtt_broker.settings(), [], "flood") as publisher:
+        for index in range(300):
+            device = NS.device(f"d{index:03d}")
+            publisher.publish(device.status, {"state": "online", "device": device.device_id},
+                              retain=True)
+        publisher.publish(NS.device("bad-1").status, b"not json", retain=True)
+    big = b"{" + b" " * 200_000 + b"}"  # past the agent's own client's limit: as a foreign one
+    subprocess.run(["mosquitto_pub", "-h", mqtt_broker.host, "-p", str(mqtt_broker.port), "-q",
+                    "1", "-r", "-t", NS.device("big-1").health.value, "-s"], input=big,
+                   check=True, timeout=30)
+    view = FleetView(NS, max_devices=100)
+    client = MqttClient(mqtt_broker.settings(), "fleet-view", subscriptions=view.filters(),
+                        on_message=view.receive, persistent=False)
+    client.start()
+    try:
+        assert client.wait_ready(30)
+        deadline = time.monotonic() + 60
+        while sum(view.counts().values()) + len(view) < 302 and time.monotonic() < deadline:
+            view.settle(1.0, longest_s=10)
+    finally:
+        client.close(timeout=3)
+    assert len(view) == 100
+    assert view.counts() == {"over_cap": 200, "oversize": 1, "invalid": 1}
+    assert view.record("big-1") is None and view.record("bad-1") is None
+    result = tts("fleet", "--state", "unknown", settings=settings_for(
+        mqtt_broker, tiny_voice_dir.parent, tmp_path, "controller"))
+    assert result.returncode == 0, result.stderr
+    assert "messages not kept: 1 over 131072 bytes; 1 not the agent's JSON" in result.stderr

@@ -1,0 +1,84 @@
+"""The fleet view's bookkeeping (#18): states, forgetting, bounds; the account's summary.
+(The same over a real broker: tests/integration/test_fleet.py.)"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from agent.commands.send_account import Account, summary
+from agent.mqtt.client import InboundMessage
+from agent.mqtt.fleet_view import FleetView
+from agent.mqtt.topics import Namespace, Topic
+
+NS = Namespace("tts")
+NOW = 1_800_000_000.0
+
+
+def message(topic: str, payload: bytes | dict[str, Any]) -> InboundMessage:
+    data = json.dumps(payload).encode() if isinstance(payload, dict) else payload
+    return InboundMessage(Topic(topic), data, True, False, None, None, None, time.monotonic())
+
+
+def health(at: float, state: str = "ok", reasons: tuple[str, ...] = ()) -> dict[str, Any]:
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(at))
+    return {"state": state, "reasons": list(reasons), "version": "1.2", "time": stamp,
+            "queue": {"depth": 2, "max": 16, "pending": 3, "intake": 0},
+            "voices": {"default": "joe", "voices": [], "last_reload": {}}}
+
+
+def test_states_from_status_and_health_age() -> None:
+    view = FleetView(NS, default_interval_s=10)
+    view.offer(message("tts/a/status", {"state": "online", "device": "a", "groups": ["x"],
+                                        "health_interval_s": 60}))
+    view.offer(message("tts/a/health", health(NOW - 150)))  # 2.5 of its own 60 s intervals
+    view.offer(message("tts/b/status", {"state": "online", "device": "b"}))
+    view.offer(message("tts/b/health", health(NOW - 31, "degraded", ("audio: gone",))))
+    view.offer(message("tts/c/health", health(NOW)))
+    rows = {r.device: r for r in view.rows(now=NOW)}
+    assert rows["a"].state == "online" and rows["a"].health_age_s == 150.0
+    assert rows["b"].state == "silent"  # 3 x the default 10 s
+    assert rows["b"].last_error == "audio: gone" and rows["a"].last_error is None
+    assert rows["c"].state == "unknown"
+    assert (rows["a"].voice, rows["a"].version, rows["a"].queue, rows["a"].pending) == (
+        "joe", "1.2", 2, 3)
+
+
+def test_the_last_will_keeps_the_groups_and_an_empty_message_forgets() -> None:
+    view = FleetView(NS)
+    view.offer(message("tts/a/status", {"state": "online", "device": "a", "groups": ["x"]}))
+    view.offer(message("tts/a/status", {"state": "offline", "device": "a"}))
+    assert view.rows(now=NOW)[0].state == "offline" and view.rows(now=NOW)[0].groups == ("x",)
+    assert view.members("x") == set() and view.known_members("x") == {"a": "offline"}
+    view.offer(message("tts/a/status", b""))
+    assert len(view) == 0
+
+
+def test_bounds_and_refusals_are_counted() -> None:
+    view = FleetView(NS, max_devices=2, max_message_bytes=1000)
+    for device in ("a", "b", "c", "d"):
+        view.offer(message(f"tts/{device}/status", {"state": "online", "device": device}))
+    view.offer(message("tts/e/health", b"[" + b" " * 2000 + b"]"))
+    view.offer(message("tts/a/health", b"[1, 2]"))
+    view.offer(message("tts/reply/status", {"state": "online"}))  # a reserved level
+    assert not view.offer(message("tts/a/events", {"id": "x"}))  # not the view's
+    assert len(view) == 2
+    assert view.counts() == {"over_cap": 2, "oversize": 1, "invalid": 2}
+
+
+def test_the_summary_names_who_failed_and_who_did_not_answer() -> None:
+    account = Account({"a", "b", *(f"s{i:02d}" for i in range(60))}, timeout=5)
+    account.finals["a"] = {"event": "finished"}
+    account.finals["b"] = {"event": "rejected", "reason": "unknown voice 'x'"}
+    account.extra["z"] = {"event": "finished"}
+    account.lost["s00"] = "offline"
+    lines = summary(account, "lobby", {"q": "stopped"})
+    assert lines[0] == ("group lobby: 62 expected (online), 2 answered: 1 finished, 1 failed, "
+                        "60 no answer within 5 s; 1 extra")
+    assert lines[1] == "failed: b (rejected: unknown voice 'x')"
+    assert lines[2].startswith("no answer: s00 (went offline), s01, ")
+    assert lines[2].endswith(", s49 and 10 more")
+    assert lines[3] == "extra (not online in the retained status when sent): z (finished)"
+    assert lines[4] == "not online when sent: q (stopped)"
+    assert account.status() == 3
