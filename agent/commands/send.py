@@ -29,14 +29,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import queue
 import secrets
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent.commands import USAGE, CommandError, add_config_argument, settings_from_args
-from agent.commands.send_account import await_account
+from agent.commands.send_account import Inbox, await_account
 from agent.commands.send_wait import NO_ANSWER, await_final, succeeded
 
 if TYPE_CHECKING:
@@ -274,7 +273,7 @@ def run(args: argparse.Namespace) -> int:
     # With --wait the events topic is followed too: progress events show the agent is alive.
     filters = [f for f in (reply.as_filter() if reply else None, events if args.wait else None)
                if f]
-    inbox: queue.Queue[InboundMessage] = queue.Queue(maxsize=10_000)
+    inbox = Inbox(maxsize=10_000)
     view = _view(namespace, settings.health.interval_s) if args.wait and not args.device else None
     if view is not None:  # the account: membership from the retained status and health
         filters.extend(view.filters())
@@ -326,12 +325,11 @@ def _view(namespace: Namespace, interval_s: float) -> FleetView:
     return FleetView(namespace, default_interval_s=interval_s)
 
 
-def _router(view: FleetView | None,
-            inbox: queue.Queue[InboundMessage]) -> Callable[[InboundMessage], None]:
+def _router(view: FleetView | None, inbox: Inbox) -> Callable[[InboundMessage], None]:
     """Network thread: presence and health to the view (bounded), the rest to the inbox."""
     def route(message: InboundMessage) -> None:
         if view is None or not view.offer(message):
-            inbox.put_nowait(message)
+            inbox.offer(message)
     return route
 
 

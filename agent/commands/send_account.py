@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from agent.mqtt.fleet_view import FleetView
     from agent.mqtt.topics import Topic
 
-__all__ = ["Account", "await_account", "register"]
+__all__ = ["Account", "Inbox", "await_account", "register", "summary"]
 
 _SLICE_S = 0.5
 """Longest wait on the inbox between looks at the devices' deadlines and presence."""
@@ -47,6 +47,20 @@ _NAMED = 50
 
 def register(subparsers: Any) -> None:
     """Nothing to register: ``send`` (:mod:`agent.commands.send`) owns the sub-command."""
+
+
+class Inbox(queue.Queue["InboundMessage"]):
+    """The bounded queue between the network thread and the wait; what did not fit is counted
+    (:attr:`dropped`) and told in the summary, never silently lost."""
+
+    dropped = 0
+
+    def offer(self, message: InboundMessage) -> None:
+        """Network thread: queue ``message``, or count it when the queue is full."""
+        try:
+            self.put_nowait(message)
+        except queue.Full:
+            self.dropped += 1
 
 
 @dataclass
@@ -86,7 +100,7 @@ class Account:
         return OK if all(succeeded(e) for e in everyone) else FAILED
 
 
-def await_account(inbox: queue.Queue[InboundMessage], request_id: str, timeout: float, *,
+def await_account(inbox: Inbox, request_id: str, timeout: float, *,
                   reply: Topic | None, correlation: bytes | None, progress: bool,
                   view: FleetView, group: str | None) -> int:
     """Collect the finals of the devices ``view`` expects; print them and the summary; the
@@ -127,7 +141,11 @@ def await_account(inbox: queue.Queue[InboundMessage], request_id: str, timeout: 
         raise CommandError(f"no answer to {request_id}: no device answered within {timeout:g} s "
                            "and none is online in the retained status (--timeout)",
                            status=NO_ANSWER)
-    for line in summary(account, group, not_online):
+    lines = summary(account, group, not_online)
+    if inbox.dropped:
+        lines.append(f"{inbox.dropped} events not read: the queue of {inbox.maxsize} "
+                     "between the network and this command was full")
+    for line in lines:
         print(f"tts-agent send: {line}", file=sys.stderr, flush=True)
     return account.status()
 

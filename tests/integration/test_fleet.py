@@ -16,7 +16,11 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
 import queue
+import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -46,6 +50,7 @@ from tests.support.broker import (
 pytestmark = [pytest.mark.broker, pytest.mark.alsa]
 
 NS = Namespace("tts")
+_CLEAR = b"\x1b[H\x1b[J"
 BOUND_S = 120
 """Upper bound on a ``send`` that must end once everyone answered (its --timeout is 600 s)."""
 
@@ -176,6 +181,30 @@ def test_fleet_watch_prints_changes_and_ends_with_ctrl_c(fleet: Settings,
             process.wait(10)
 
 
+def test_fleet_watch_redraws_in_place_on_a_terminal(fleet: Settings) -> None:
+    leader, follower = pty.openpty()
+    process = subprocess.Popen([sys.executable, "-m", "agent", "fleet", "--watch"],
+                               env=agent_env(fleet), stdout=follower, stderr=subprocess.PIPE)
+    os.close(follower)
+    seen = b""
+    try:
+        deadline = time.monotonic() + 60
+        while seen.count(_CLEAR) < 2 and time.monotonic() < deadline:  # drawn, then redrawn
+            ready, _, _ = select.select([leader], [], [], 1.0)
+            if ready:
+                seen += os.read(leader, 65536)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(60) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+        os.close(leader)
+    last = seen.rsplit(_CLEAR, 1)[-1].decode()
+    assert seen.count(_CLEAR) >= 2, seen[-2000:]
+    assert set(table(last.replace("\r", ""))) == {"lobby-1", "lobby-2", "hall-1", "old-1"}
+
+
 def test_fleet_refuses_bad_options(fleet: Settings) -> None:
     result = tts("fleet", "--settle", "0", settings=fleet)
     assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.stderr
@@ -254,7 +283,9 @@ def test_a_flood_past_the_cap_is_counted_not_kept(mqtt_broker: Broker, tiny_voic
                               retain=True)
         publisher.publish(NS.device("bad-1").status, b"not json", retain=True)
     big = b"{" + b" " * 200_000 + b"}"  # past the agent's own client's limit: as a foreign one
-    subprocess.run(["mosquitto_pub", "-h", mqtt_broker.host, "-p", str(mqtt_broker.port), "-q",
+    mosquitto_pub = shutil.which("mosquitto_pub")
+    assert mosquitto_pub, "mosquitto_pub (Debian's mosquitto-clients) is needed"
+    subprocess.run([mosquitto_pub, "-h", mqtt_broker.host, "-p", str(mqtt_broker.port), "-q",
                     "1", "-r", "-t", NS.device("big-1").health.value, "-s"], input=big,
                    check=True, timeout=30)
     view = FleetView(NS, max_devices=100)

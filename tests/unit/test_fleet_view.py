@@ -7,7 +7,7 @@ import json
 import time
 from typing import Any
 
-from agent.commands.send_account import Account, summary
+from agent.commands.send_account import Account, Inbox, summary
 from agent.mqtt.client import InboundMessage
 from agent.mqtt.fleet_view import FleetView
 from agent.mqtt.topics import Namespace, Topic
@@ -82,3 +82,10 @@ def test_the_summary_names_who_failed_and_who_did_not_answer() -> None:
     assert lines[3] == "extra (not online in the retained status when sent): z (finished)"
     assert lines[4] == "not online when sent: q (stopped)"
     assert account.status() == 3
+
+
+def test_events_past_the_inbox_are_counted() -> None:
+    inbox = Inbox(maxsize=2)
+    for index in range(5):
+        inbox.offer(message(f"tts/d{index}/events", {"id": "x"}))
+    assert inbox.qsize() == 2 and inbox.dropped == 3
