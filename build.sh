@@ -24,7 +24,7 @@ APT_PACKAGES=(
   python3-venv python3-dev build-essential pkg-config
   libespeak-ng1 espeak-ng-data espeak-ng
   libasound2 libasound2-dev alsa-utils
-  mosquitto mosquitto-clients openssl
+  mosquitto mosquitto-clients openssl rabbitmq-server
   sox systemd prometheus-node-exporter
 )
 
@@ -54,7 +54,8 @@ apt_packages() {
   say "installing apt packages: ${missing[*]}"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-  # Debian's mosquitto package starts a broker on :1883; the agent and tests start their own.
+  # Debian's mosquitto package starts a broker on :1883; the agent and tests start their own
+  # (rabbitmq-server too: tests/integration/test_rabbitmq.py runs a node of its own).
 }
 
 venv() {

@@ -8,7 +8,15 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from agent.settings_paths import AbsPath, SecretPath
 
@@ -17,6 +25,14 @@ __all__ = ["JournalSettings", "MqttSettings"]
 
 _PREFIX_PATTERN = r"^[A-Za-z0-9_-][A-Za-z0-9_/-]{0,63}$"
 """A topic prefix: one or more levels, no wildcards, no leading ``$`` or ``/``."""
+MAX_TOPIC_SLASHES = 7
+"""Slashes a topic may have on the tightest common broker (AWS IoT Core; agent.mqtt.limits)."""
+_BELOW_PREFIX = {"topic_prefix": 4, "ha_prefix": 3}
+"""Slashes the deepest topic adds below each prefix: ``{prefix}/group/{group}/cmd/{name}`` and
+``{ha_prefix}/device/{node}/config`` (``tests/unit/test_broker_limits.py`` builds them all)."""
+MAX_GROUP_LENGTH = 64
+"""Longest group name: with the longest prefix and command, a group topic stays within the
+256 bytes AWS IoT Core allows."""
 
 
 class _Section(BaseModel):
@@ -48,7 +64,7 @@ class MqttSettings(_Section):
     port: int = Field(default=1883, ge=1, le=65535, description="Broker port.")
     topic_prefix: str = Field(
         default="tts", pattern=_PREFIX_PATTERN,
-        description="First level(s) of every topic; no wildcards.",
+        description="First level(s) of every topic, at most 4; no wildcards.",
     )
     protocol: Literal["5", "3.1.1"] = Field(default="5", description="MQTT protocol version.")
     client_id: str | None = Field(
@@ -73,7 +89,8 @@ class MqttSettings(_Section):
     key_file: AbsPath | None = Field(default=None, description="Client private key (mutual TLS).")
     groups: list[str] = Field(
         default_factory=list, max_length=32,
-        description="Group names whose command topics this device also follows.",
+        description="Group names whose command topics this device also follows (each at most "
+                    "64 bytes).",
     )
     hermes: bool = Field(default=True, description="Speak Hermes (Rhasspy/Snips) hermes/tts/say.")
     site_id: str | None = Field(
@@ -118,7 +135,21 @@ class MqttSettings(_Section):
         for group in groups:
             if not group or any(c in group for c in "/+#\0"):
                 raise ValueError(f"group name {group!r} must be non-empty and free of / + #")
+            if len(group.encode("utf-8", errors="replace")) > MAX_GROUP_LENGTH:
+                raise ValueError(f"group name {group[:20]!r}... is longer than "
+                                 f"{MAX_GROUP_LENGTH} bytes")
         return groups
+
+    @field_validator("topic_prefix", "ha_prefix")
+    @classmethod
+    def _check_depth(cls, prefix: str, info: ValidationInfo) -> str:
+        below = _BELOW_PREFIX[str(info.field_name)]
+        if prefix.count("/") + below > MAX_TOPIC_SLASHES:
+            raise ValueError(
+                f"{info.field_name} {prefix!r} has {prefix.count('/') + 1} levels; at most "
+                f"{MAX_TOPIC_SLASHES - below + 1}, so that the deepest topic under it keeps within "
+                f"{MAX_TOPIC_SLASHES} slashes (AWS IoT Core's limit; docs/fleet.md)")
+        return prefix
 
     @model_validator(mode="after")
     def _check_tls(self) -> MqttSettings:

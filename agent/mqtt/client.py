@@ -6,6 +6,7 @@
 - A stable client id and QoS 1 subscriptions, re-made after every connect; with the
   persistent session, commands sent while the device was briefly away are delivered when it
   returns.
+- Within broker limits (:mod:`agent.mqtt.limits`): 8 filters a SUBSCRIBE, 128 KB payloads.
 - Publishing never blocks: QoS 1 messages are queued by paho while disconnected (bounded by
   :data:`~agent.mqtt.connect.MAX_QUEUED_MESSAGES`) and sent after the reconnect.
 
@@ -31,6 +32,7 @@ from paho.mqtt.subscribeoptions import SubscribeOptions
 
 from agent.logs import get_logger
 from agent.mqtt.connect import MAX_QUEUED_MESSAGES, ClientConfigError, new_paho
+from agent.mqtt.limits import MAX_PAYLOAD_BYTES, batches
 from agent.mqtt.reconnect import Backoff, ConnectionMonitor
 from agent.mqtt.refused import RefusedTopicMessage, hand_on_refused
 from agent.mqtt.topics import Topic, TopicError, TopicFilter
@@ -42,6 +44,8 @@ __all__ = ["MAX_QUEUED_MESSAGES", "Backoff", "ClientConfigError", "InboundMessag
 log = get_logger(__name__)
 
 _LOOP_TIMEOUT_S = 0.5
+_SUBSCRIBE_OPTIONS_5 = SubscribeOptions(qos=1, retainAsPublished=True,
+                                        retainHandling=SubscribeOptions.RETAIN_SEND_IF_NEW_SUB)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,8 +105,8 @@ class Publication:
 
     @property
     def dropped(self) -> bool:
-        """True when the message was not confirmed queued (outgoing queue full); it cannot be
-        waited for."""
+        """True when the message was not queued (outgoing queue full, or over the size limit);
+        it cannot be waited for."""
         return self.mid is None
 
     def wait(self, timeout: float) -> bool:
@@ -213,6 +217,9 @@ class MqttClient:
     def publish(self, message: OutboundMessage) -> Publication:
         """Queue ``message`` for sending; never blocks on the network. Any thread."""
         acked = threading.Event()
+        if (size := len(message.payload)) > MAX_PAYLOAD_BYTES:  # brokers enforcing it disconnect
+            log.error("mqtt_publish_too_large", topic=message.topic.value, bytes=size)
+            return Publication(None, acked)
         try:
             info = self._paho.publish(
                 message.topic.value, message.payload, message.qos, message.retain,
@@ -237,9 +244,7 @@ class MqttClient:
 
     def close(self, timeout: float = 5.0, final: OutboundMessage | None = None) -> None:
         """Publish ``final`` (if connected), disconnect cleanly (no Last Will), stop the thread.
-
-        Any thread but the network thread.
-        """
+        Any thread but the network thread."""
         deadline = time.monotonic() + timeout
         if (final is not None and self.connected
                 and not self.publish(final).wait(max(0.0, deadline - time.monotonic()))):
@@ -328,21 +333,16 @@ class MqttClient:
         self._subscribe(self._subscriptions)
 
     def _subscribe(self, filters: tuple[TopicFilter, ...]) -> None:
-        if self.mqtt5:
-            # Retained messages only for a new subscription: a re-subscribe after a reconnect
-            # must not replay a retained command. Retain-As-Published: a message published
-            # retained while we are subscribed keeps its retain flag, so it can be refused
-            # (otherwise the broker clears the flag and it looks like any live command).
-            options = SubscribeOptions(
-                qos=1, retainAsPublished=True,
-                retainHandling=SubscribeOptions.RETAIN_SEND_IF_NEW_SUB)
-            rc, mid = self._paho.subscribe([(f.value, options) for f in filters])
-        else:
-            rc, mid = self._paho.subscribe([(f.value, 1) for f in filters])
-        if rc == MQTTErrorCode.MQTT_ERR_SUCCESS and mid is not None:
-            self._pending_subs[mid] = filters
-        else:
-            log.error("mqtt_subscribe_failed", rc=str(rc))
+        """SUBSCRIBEs of at most 8 filters (:mod:`agent.mqtt.limits`). MQTT 5: retained only for
+        a new subscription (a re-subscribe after a reconnect must not replay a retained command);
+        Retain-As-Published keeps a live retained command's flag, so it can be refused."""
+        options: Any = _SUBSCRIBE_OPTIONS_5 if self.mqtt5 else 1
+        for batch in batches(filters):
+            rc, mid = self._paho.subscribe([(f.value, options) for f in batch])
+            if rc == MQTTErrorCode.MQTT_ERR_SUCCESS and mid is not None:
+                self._pending_subs[mid] = batch
+            else:
+                log.error("mqtt_subscribe_failed", rc=str(rc))
 
     def _handle_subscribe(self, client: paho.Client, userdata: Any, mid: int,
                           reasons: list[Any], properties: Any) -> None:

@@ -10,7 +10,6 @@ unreachable). Without MQTT, :class:`OfflinePublisher` stands in for the client.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from pydantic import BaseModel
 
 from agent.logs import get_logger
 from agent.mqtt.client import OutboundMessage, Publication
+from agent.mqtt.limits import fit_report
 from agent.mqtt.protocol import EventBase, Presence, to_payload
 from agent.mqtt.topics import DeviceTopics, Topic
 
@@ -86,8 +86,9 @@ class EventPublisher:
 
     def health(self, report: Mapping[str, Any]) -> Publication:
         """The health report (:class:`agent.health.report.HealthReport`), retained (QoS 1) on
-        ``{prefix}/{device}/health`` as compact JSON."""
-        payload = json.dumps(report, separators=(",", ":"), default=str).encode()
+        ``{prefix}/{device}/health`` as compact JSON, its largest sections omitted when it
+        would not fit a broker's message size limit (:func:`agent.mqtt.limits.fit_report`)."""
+        payload = fit_report(report)
         return self.client.publish(OutboundMessage(self.topics.health, payload, retain=True))
 
     def raw(self, message: OutboundMessage) -> Publication:

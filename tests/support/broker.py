@@ -197,6 +197,12 @@ class Broker:
         values.update(extra)
         return MqttSettings(**values)
 
+    def device_settings(self, **extra: Any) -> MqttSettings:
+        """What agents connect with (:func:`agent_settings`): the same broker as the
+        controller's :meth:`settings` here; another one across a bridge
+        (:mod:`tests.support.other_brokers`)."""
+        return self.settings(**extra)
+
 
 @contextmanager
 def running_broker(directory: Path, *, tls: bool = False, mutual_tls: bool = False,
@@ -289,7 +295,7 @@ def agent_settings(broker: Broker, models_dir: Path, work: Path, *, device_id: s
         models={"dir": models_dir, "default_voice": voice, "watch": False},
         audio={"device": alsa_file_device(work / "out.raw"), "keep_open_s": 0.5,
                **(audio or {})},
-        mqtt=broker.settings(**(mqtt or {})),
+        mqtt=broker.device_settings(**(mqtt or {})),
         cache={"dir": work / "cache"},
         log={"level": "warning", "format": "console"},
     )
