@@ -123,11 +123,16 @@ class Voice:
         self.sample_rate = self.config.sample_rate
         self.sentence_silence_s = options.sentence_silence_s
         self.max_clause_phonemes = options.max_clause_phonemes
-        self.frontend = build_frontend(self.config, options)
         self.facts = ModelFacts(None, predicts_durations=False)
         """What the model's graph showed (:mod:`agent.voice.graph_scan`)."""
         self._model_source = model_source
-        self.engine = self._open_engine(verified or (lambda: check_model(bundle, self.variant)))
+        # The text frontend (espeak-ng, the normalizer's import) is built on a helper thread
+        # while onnxruntime builds the session, which releases the GIL: off the start-up path.
+        with ThreadPoolExecutor(1, thread_name_prefix="frontend") as pool:
+            frontend = pool.submit(build_frontend, self.config, options)
+            self.engine = self._open_engine(verified or (lambda: check_model(bundle,
+                                                                             self.variant)))
+            self.frontend = frontend.result()
         self.session, self.provider = self.engine.session, self.engine.provider
         self._check_signature()
         if self.facts.symbols is not None:
