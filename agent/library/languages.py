@@ -14,7 +14,6 @@ from pathlib import Path
 from agent.library.fingerprint import Fingerprint, fingerprint
 from agent.settings import Settings
 from agent.text.document import Document
-from agent.text.scripts import speech_problem
 from agent.voice.bundle import BundleError, installed_voices, read_manifest, resolve_bundle_dir
 from agent.voice.config import VoiceConfig, VoiceLoadError
 
@@ -73,4 +72,6 @@ class SpeechCheck:
         return cls(settings.models.dir, drop_symbols=settings.text.symbols == "drop")
 
     def __call__(self, document: Document, voice: str) -> str | None:
+        from agent.text.scripts import speech_problem  # regex: off the start-up path
+
         return speech_problem(document, voice, self.languages(), drop_symbols=self.drop_symbols)

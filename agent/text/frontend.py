@@ -37,7 +37,6 @@ from typing import Protocol
 from agent.text.document import Phonemes, Piece
 from agent.text.espeak import Clause, EspeakPhonemizer
 from agent.text.pieces import PLACEHOLDER, GivenClause, leading_mark, merge, open_ended, spaced
-from agent.text.scripts import drop_symbols
 
 __all__ = [
     "BOS",
@@ -265,6 +264,8 @@ class Frontend:
                 raise TextError(f"text is longer than {MAX_EXPANSION * self.max_chars} "
                                 "characters once numbers and symbols are in words")
         if self.drop_symbols:
+            from agent.text.scripts import drop_symbols  # regex: imported when first needed
+
             text = drop_symbols(text)
         if not text.strip():
             return []

@@ -12,6 +12,7 @@ onnxruntime's lazy initialisation, and a model that produces silence or NaNs is 
 
 from __future__ import annotations
 
+import importlib
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -70,6 +71,8 @@ def build_frontend(config: VoiceConfig, options: VoiceOptions, *,
     and id map, and the text stages of ``options.text`` (the normalizer of the voice's
     language, the lexicon, the symbols rule). ``tts-agent phonemize`` builds the same."""
     text = options.text
+    if text.drop_symbols:  # the regex module, imported here (on the loader's helper thread)
+        importlib.import_module("agent.text.scripts")
     normalizer: TextNormalizer | None = None
     if text.normalize:
         from agent.text.normalize import NormalizeOptions, Normalizer
