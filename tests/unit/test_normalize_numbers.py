@@ -58,9 +58,16 @@ YMD = Normalizer(NormalizeOptions(date_order="ymd"))
     ("We start at 08:00.", "We start at eight o'clock."),
     ("Curfew 22:00.", "Curfew twenty two hundred."),
     ("Closed at 00:00.", "Closed at midnight."),
+    ("Meet at 12:00 noon.", "Meet at twelve noon."),
+    ("The 1445 to Leeds departs at 0905.",
+     "The fourteen forty five to Leeds departs at oh nine oh five."),
+    ("Arrival 1400, briefing 1430 hrs.",
+     "Arrival fourteen hundred, briefing fourteen thirty hours."),
+    ("From 2000 to 2010.", "From two thousand to twenty ten."),
     # dates
     ("Valid until 2026-12-01.", "Valid until December first twenty twenty six."),
     ("The fair opens March 3rd.", "The fair opens March third."),
+    ("Starts 2026-12-01T09:30:15.", "Starts December first twenty twenty six at nine thirty."),
     ("Closed on Jan. 1.", "Closed on January first."),
     ("See you on 4 July 2026.", "See you on the fourth of July twenty twenty six."),
     ("Due 12/25/2026.", "Due December twenty fifth twenty twenty six."),
@@ -221,7 +228,8 @@ def test_long_numbers_are_read_digit_by_digit() -> None:
 @pytest.mark.parametrize("unit", [
     "1", "1,", "1.", "$1", "1-", "1:", "12:3", "1/", "-1", "1 ", "£1.", "1st", "19", "1°",
     "+1 ", "(555) ", "1 km/", "555-", "2026-", "March 1", "1 1/2 ", "9.", "0", "a1", "%",
-    "9am-", "0800 ", "$1/mo", "7.30", "Tel: 1 ", "1:00-", "١", "１,", "call 12 or ",
+    "9am-", "0800 ", "$1/mo", "7.30", "Tel: 1 ", "1:00-", "١", "１,", "call 12 or ", "at 1200 ",
+    "the 1445 to ",
 ])
 def test_hostile_input_finishes(unit: str) -> None:
     text = (unit * (50_000 // len(unit) + 1))[:50_000]

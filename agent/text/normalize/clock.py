@@ -8,7 +8,9 @@ minutes as a number with "oh" before one digit (``12:05`` "twelve oh five"); on 
 ending the sentence; a dot after it is kept only where the sentence ends (end of the text or a
 capital next). Seconds: ``10:15:30`` "ten fifteen and thirty seconds". With am/pm the
 minutes may follow a dot (``7.30pm``). Two times joined by a dash are a range: ``9am-5pm``
-"nine a.m to five p.m".
+"nine a.m to five p.m". Four digits are a 24 h time after ``at``, ``departs``, ``arrives``...,
+before ``hrs``, or in ``the 1445 to Leeds`` (``0915`` "oh nine fifteen", ``1400`` "fourteen
+hundred"); ``12:00 noon`` is "twelve noon".
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from agent.text.normalize.options import NormalizeOptions
 __all__ = ["CLOCK", "HOUR", "times"]
 
 _MERIDIEM = r"(?:\s?(?P<ap>[AaPp])\.?\s?[Mm](?![\w])(?P<dot>\.)?)"
-CLOCK = re.compile(r"(?<![\w:.,])(?P<hour>[01]?\d|2[0-4]):(?P<minute>[0-5]\d)"
+CLOCK = re.compile(r"(?<![\w:.,+])(?P<hour>[01]?\d|2[0-4]):(?P<minute>[0-5]\d)"
                     r"(?::(?P<second>[0-5]\d))?(?:" + _MERIDIEM + r"|(?!\w|[:.,]\d))")
 HOUR = re.compile(r"(?<![\w:.,])(?P<hour>1[0-2]|0?[1-9])" + _MERIDIEM)
 _DOTTED = re.compile(r"(?<![\w:.,])(?P<hour>1[0-2]|0?[1-9])\.(?P<minute>[0-5]\d)"
@@ -30,6 +32,30 @@ _DOTTED = re.compile(r"(?<![\w:.,])(?P<hour>1[0-2]|0?[1-9])\.(?P<minute>[0-5]\d)
 _SPAN = r"\d{1,2}+(?::[0-5]\d)?+(?:\s?[AaPp]\.?[Mm](?!\w)\.?)?+"
 _RANGE = re.compile(rf"(?<![\w:.,])(?P<a>{_SPAN})\s?[-–—]\s?(?P<b>{_SPAN})(?![\w:]|[.,]\d)")
 """Two times joined by a dash (``9am-5pm``, ``10:00–12:30``): "to" between them."""
+
+
+_HHMM = re.compile(r"(?<![\w:.,/-])(?P<hour>[01]\d|2[0-3])(?P<minute>[0-5]\d)"
+                   r"(?P<hrs>\s?(?:hrs|hours)\b)?(?!\w|[.,:/-]\d)")
+"""Four digits as a 24 h time (``the 1445 to Leeds``, ``departs 0915``, ``1430 hrs``)."""
+_TIME_WORDS = frozenset({"at", "departs", "departing", "departure", "arrives", "arriving",
+                         "arrival", "leaves", "leaving", "dep", "dep.", "arr", "arr."})
+"""Words after which four digits are a time (not ``from``/``until``/``by``: years follow them)."""
+_SERVICE_WORDS = frozenset({"to", "from", "service", "train", "bus", "departure", "arrival"})
+"""``the 1445 to Leeds``: after "the", four digits followed by one of these are a time."""
+
+
+def _hhmm(m: re.Match[str], options: NormalizeOptions) -> str:
+    before = m.string[max(0, m.start() - 12):m.start()].split()
+    after = m.string[m.end():m.end() + 12].split()
+    last = before[-1].lower() if before else ""
+    service = last == "the" and bool(after) and after[0].lower().strip(",.") in _SERVICE_WORDS
+    if not (m["hrs"] or last in _TIME_WORDS or service):
+        return m.group(0)
+    hour, minute = m["hour"], int(m["minute"])
+    said = ("oh " if hour[0] == "0" and hour != "00" else "") + spoken.cardinal(
+        str(int(hour)), options)
+    said += " " + _minutes(minute, options) if minute else " hundred"
+    return said + (" hours" if m["hrs"] else "")
 
 
 def _range(m: re.Match[str]) -> str:
@@ -63,7 +89,7 @@ def _clock(m: re.Match[str], text: str, options: NormalizeOptions) -> str:
     said = spoken.cardinal(str(hour), options)
     if minute:
         said += " " + _minutes(minute, options)
-    elif not suffix:
+    elif not suffix and not re.match(r"\s(?:noon|midnight)\b", text[m.end():m.end() + 9]):
         said += " o'clock" if 1 <= hour <= 12 else " hundred"
     if m["second"]:
         seconds = int(m["second"])
@@ -77,5 +103,6 @@ def times(text: str, options: NormalizeOptions) -> str:
     text = _RANGE.sub(_range, text)
     text = CLOCK.sub(lambda m: _clock(m, text, options), text)
     text = _DOTTED.sub(lambda m: _clock(m, text, options), text)
+    text = _HHMM.sub(lambda m: _hhmm(m, options), text)
     return HOUR.sub(lambda m: spoken.cardinal(str(int(m["hour"])), options)
                      + _meridiem(m, text), text)

@@ -5,7 +5,8 @@ twenty twenty six", ``dmy`` "the first of December twenty twenty six"; ``ymd`` r
 dates year first and says them like ``mdy``. A written-out month keeps the order it was written
 in (``4 July`` "the fourth of July", ``July 4`` "July fourth"); a month and a year is
 ``March 2027`` "March twenty twenty seven", ``Dec. 2026`` "December twenty twenty six". ISO
-dates (``2026-12-01``) are always year, month, day. A numeric date without a year (``3/12``)
+dates (``2026-12-01``) are always year, month, day; with a time (``2026-12-01T09:30``) "...
+at nine thirty" (seconds left out). A numeric date without a year (``3/12``)
 is a date only after a word that announces one (``on``, ``until``, ``from``, ``due``, a
 weekday...); otherwise it is left for the fractions pass. Impossible dates (month 13, day 32)
 are not dates.
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from agent.text.normalize import spoken
+from agent.text.normalize import clock, spoken
 from agent.text.normalize.options import NormalizeOptions
 
 __all__ = ["MONTHS", "dates", "is_valid", "say_date"]
@@ -31,7 +32,9 @@ _MONTH = (r"(?P<month>(?:" + "|".join(MONTHS) + r")(?!\w)|(?:" + "|".join(_SHORT
 _DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?(?![\w:]|[.,]\d)"
 _YEAR = r"(?:,?\s(?P<year>1\d{3}|20\d{2})(?![\w]|[.,]\d))"
 
-_ISO = re.compile(r"(?<![\w.-])(?P<year>\d{4})-(?P<month>[01]\d)-(?P<day>[0-3]\d)(?![\w-]|\.\d)")
+_ISO = re.compile(r"(?<![\w.-])(?P<year>\d{4})-(?P<month>[01]\d)-(?P<day>[0-3]\d)"
+                  r"(?:T(?P<time>[0-2]\d:[0-5]\d)(?::[0-5]\d(?:\.\d++)?)?(?:Z|[+-]\d\d:?\d\d)?)?"
+                  r"(?![\w-]|\.\d)")
 _MONTH_DAY = re.compile(rf"(?<![\w]){_MONTH}\s{_DAY}{_YEAR}?")
 _MONTH_YEAR = re.compile(rf"(?<![\w]){_MONTH}\s(?P<year>1\d{{3}}|20\d{{2}})(?!\w|[.,:/-]\d)")
 _DAY_MONTH = re.compile(rf"(?<![\w.,/]){_DAY}\s(?:of\s)?{_MONTH}{_YEAR}?")
@@ -67,7 +70,8 @@ def _iso(m: re.Match[str], options: NormalizeOptions) -> str:
     month, day = int(m["month"]), int(m["day"])
     if not is_valid(month, day):
         return m.group(0)
-    return say_date(month, day, m["year"], options, day_first=options.date_order == "dmy")
+    said = say_date(month, day, m["year"], options, day_first=options.date_order == "dmy")
+    return f"{said} at {clock.times(m['time'], options)}" if m["time"] else said
 
 
 def _written(m: re.Match[str], options: NormalizeOptions, *, day_first: bool) -> str:
