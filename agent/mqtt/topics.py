@@ -259,30 +259,39 @@ class DeviceTopics:
             self._fleet_filter(),
         )
 
+    def _scopes(self, groups: tuple[str, ...]) -> list[
+            tuple[TopicFilter, Literal["device", "group", "fleet"], str | None]]:
+        """The command filters with the scope each stands for."""
+        return [(self._device_filter(), "device", None),
+                *((self._group_filter(group), "group", group) for group in groups),
+                (self._fleet_filter(), "fleet", None)]
+
     def route(self, topic: Topic, groups: tuple[str, ...] = ()) -> CommandRoute | None:
-        """The command a message on ``topic`` carries, or ``None`` if it is not a command topic."""
-        captured = self._device_filter().captures(topic)
-        if captured is not None:
-            return CommandRoute(captured[0], "device")
-        for group in groups:
-            captured = self._group_filter(group).captures(topic)
+        """The command a message on ``topic`` carries, or ``None`` if it is not a command topic.
+
+        A broker that delivers a ``.`` in a topic as ``/`` (RabbitMQ's MQTT plugin, which maps
+        topics onto AMQP routing keys: ``tts/kiosk.1/cmd/ping`` arrives as
+        ``tts/kiosk/1/cmd/ping``) is understood too: a filter with a dot in its device id or
+        group is tried again with its dots as slashes. Only a message on one of our own
+        subscriptions gets here, so no other broker delivers such a topic to this device.
+        """
+        scopes = self._scopes(groups)
+        for topic_filter, scope, group in scopes:
+            captured = topic_filter.captures(topic)
             if captured is not None:
-                return CommandRoute(captured[0], "group", group)
-        captured = self._fleet_filter().captures(topic)
-        if captured is not None:
-            return CommandRoute(captured[0], "fleet")
+                return CommandRoute(captured[0], scope, group)
+        for topic_filter, scope, group in scopes:
+            if "." in topic_filter.value:
+                captured = TopicFilter(topic_filter.value.replace(".", "/")).captures(topic)
+                if captured is not None:
+                    return CommandRoute(captured[0], scope, group)
         return None
 
     def route_refused(self, topic: str, groups: tuple[str, ...] = ()) -> CommandRoute | None:
         """Like :meth:`route`, for a topic :class:`Topic` refused (longer than
         :data:`MAX_TOPIC_BYTES`: a command name that long): the route of its command topic, so
         its sender can be answered, or ``None`` if it is not one of this device's."""
-        scopes: list[tuple[TopicFilter, Literal["device", "group", "fleet"], str | None]] = [
-            (self._device_filter(), "device", None),
-            *((self._group_filter(group), "group", group) for group in groups),
-            (self._fleet_filter(), "fleet", None),
-        ]
-        for topic_filter, scope, group in scopes:
+        for topic_filter, scope, group in self._scopes(groups):
             if topic_matches_sub(topic_filter.value, topic):
                 return CommandRoute(topic.rsplit("/", 1)[-1], scope, group)
         return None

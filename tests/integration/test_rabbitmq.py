@@ -10,14 +10,19 @@ among them; docs/fleet.md, "Brokers", says what differs.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from agent.mqtt.topics import HERMES_SAY_FINISHED, Namespace
+from agent.mqtt.client import InboundMessage
+from agent.mqtt.topics import HERMES_SAY_FINISHED, Namespace, TopicFilter
 from tests.integration import test_mqtt_agent, test_mqtt_process, test_reload_agent
-from tests.support.broker import Recorder
+from tests.support.broker import Recorder, agent_env, agent_settings, running_agent
 from tests.support.other_brokers import RabbitMq, rabbitmq_missing, running_rabbitmq
 
 pytestmark = [pytest.mark.broker, pytest.mark.alsa]
@@ -75,3 +80,35 @@ def test_send_wait_prints_the_final_event(mqtt_broker: RabbitMq, tiny_voice_dir:
     """The Mosquitto suite's test, with its MQTT 3.1.1 case (RabbitMQ 3.10 has no MQTT 5)."""
     test_mqtt_process.test_send_wait_prints_the_final_event(
         mqtt_broker, tiny_voice_dir, tmp_path, "3.1.1")  # type: ignore[arg-type]
+
+
+def _json(message: InboundMessage) -> dict[str, Any]:
+    try:
+        return dict(json.loads(message.payload))
+    except ValueError:
+        return {}
+
+
+def test_a_device_id_and_a_group_with_dots_are_answered(
+        mqtt_broker: RabbitMq, tiny_voice_dir: Path, tmp_path: Path) -> None:
+    """RabbitMQ's MQTT plugin delivers a '.' in a topic as '/' (a command sent to
+    ``tts/kiosk.1/cmd/ping`` reaches the device on ``tts/kiosk/1/cmd/ping``); the agent still
+    knows its commands, and ``send --wait`` gets the answer."""
+    device = Namespace("tts").device("kiosk.1")
+    settings = agent_settings(mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent",
+                              device_id="kiosk.1", mqtt={"groups": ["floor.2"]})
+    with Recorder(mqtt_broker.settings(), [TopicFilter("tts/#")], "ctl") as ctl, \
+            running_agent(settings):
+        ctl.wait_for(lambda m: _json(m).get("state") == "online")
+        ctl.publish(device.command("ping"), {"id": "dot-1"})
+        ctl.publish(Namespace("tts").group_command("floor.2", "ping"), {"id": "dot-2"})
+        for request_id in ("dot-1", "dot-2"):
+            final = _json(ctl.wait_for(
+                lambda m, i=request_id: _json(m).get("id") == i and _json(m).get("final")))
+            assert final["event"] == "pong" and final["device"] == "kiosk.1", final
+        result = subprocess.run(
+            [sys.executable, "-m", "agent", "send", "--device", "kiosk.1", "ping", "--wait",
+             "--timeout", "20"], capture_output=True, text=True, env=agent_env(settings),
+            timeout=120, check=False)
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout.splitlines()[-1])["event"] == "pong"

@@ -161,3 +161,18 @@ def test_the_client_refuses_to_send_a_payload_over_the_limit(tmp_path: Path) -> 
     too_big = OutboundMessage(Topic("tts/d/events"), b"x" * (limits.MAX_PAYLOAD_BYTES + 1))
     assert client.publish(too_big).dropped
     assert not client.publish(OutboundMessage(Topic("tts/d/events"), b"{}")).dropped
+
+
+def test_commands_are_routed_when_the_broker_writes_dots_as_slashes() -> None:
+    """RabbitMQ's MQTT plugin delivers ``tts/kiosk.1/cmd/ping`` as ``tts/kiosk/1/cmd/ping``."""
+    device = Namespace("tts").device("kiosk.1")
+    groups = ("floor.2",)
+    for sent, rewritten, scope in [
+            (device.command("ping"), "tts/kiosk/1/cmd/ping", "device"),
+            (Namespace("tts").group_command("floor.2", "speak"), "tts/group/floor/2/cmd/speak",
+             "group")]:
+        assert device.route(sent, groups) == device.route(Topic(rewritten), groups)
+        route = device.route(Topic(rewritten), groups)
+        assert route is not None and route.scope == scope
+    assert device.route(Topic("tts/kiosk/2/cmd/ping"), groups) is None
+    assert Namespace("tts").device("kiosk").route(Topic("tts/kiosk/1/cmd/ping")) is None
