@@ -82,6 +82,8 @@ YMD = Normalizer(NormalizeOptions(date_order="ymd"))
     ("In the 1990s.", "In the nineteen nineties."),
     ("Hits of the '80s.", "Hits of the eighties."),
     ("We seat 1500 guests.", "We seat one thousand five hundred guests."),
+    ("The 2026 season starts.", "The twenty twenty six season starts."),
+    ("The 2026 guests left.", "The two thousand twenty six guests left."),
     ("Reopens in March 2027.", "Reopens in March twenty twenty seven."),
     ("Valid until Dec. 2026.", "Valid until December twenty twenty six."),
     # phone numbers

@@ -2,7 +2,8 @@
 
 A four-digit number from 1000 to 2099 is read as a year after a word that announces one
 (``in``, ``since``, ``from``, ``until``, ``by``, ``year``, ``founded``, ``built``, ``class of``,
-a season...) or before ``AD``/``BC``/``CE``/``BCE``; elsewhere it is a number (``1500 seats``
+a season...), between "the" and a word like ``season``, ``edition``, ``timetable`` (``the 2026
+season``), or before ``AD``/``BC``/``CE``/``BCE``; elsewhere it is a number (``1500 seats``
 "one thousand five hundred seats"). The convention (:func:`spoken.year`): 1999 "nineteen
 ninety nine", 1905 "nineteen oh five", 1900 "nineteen hundred", 2000-2009 "two thousand
 five", 2010-2099 "twenty twenty six". Decades: ``1990s`` "nineteen nineties", ``2000s`` "two
@@ -16,7 +17,7 @@ import re
 from agent.text.normalize import spoken
 from agent.text.normalize.options import NormalizeOptions
 
-__all__ = ["YEAR_WORDS", "years"]
+__all__ = ["FOLLOWING_WORDS", "YEAR_WORDS", "years"]
 
 YEAR_WORDS = frozenset({
     "in", "since", "from", "until", "till", "to", "by", "before", "after", "during", "year",
@@ -39,9 +40,24 @@ def _announced(text: str, start: int) -> bool:
     return len(words) >= 2 and words[-2] == "year" and words[-1] in ("is", "was", "will")
 
 
+FOLLOWING_WORDS = frozenset({
+    "season", "edition", "model", "census", "election", "elections", "olympics", "budget",
+    "calendar", "timetable", "schedule", "festival", "championship", "championships", "tour",
+    "vintage", "collection", "winter", "summer", "spring", "autumn", "fall",
+})
+"""After "the" and before one of these, four digits are a year: ``the 2026 season``."""
+
+
+def _followed(text: str, start: int, end: int) -> bool:
+    before = text[max(0, start - 5):start].lower()
+    after = text[end:end + 16].split()
+    return (before.endswith("the ") and bool(after)
+            and after[0].lower().strip(".,;:!?") in FOLLOWING_WORDS)
+
+
 def _year(m: re.Match[str], text: str, options: NormalizeOptions) -> str:
     era = m["era"]
-    if not era and not _announced(text, m.start()):
+    if not era and not _announced(text, m.start()) and not _followed(text, m.start(), m.end()):
         return m.group(0)
     said = spoken.year(m["year"], options)
     return said + (era or "")
