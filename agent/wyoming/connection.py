@@ -210,9 +210,11 @@ class Connection:
             self.server.record("failed", request, f"synthesis failed: {exc}")
             await self.refuse("synthesis-failed", f"synthesis failed: {exc}"[:300])
             return
+        # Counted before the last event goes out: a client that has read audio-stop finds the
+        # request in the health report.
+        self.server.record("finished", request)
         await self.send(AudioStop(timestamp=request.frames * 1000 // choice.voice.sample_rate)
                         .event())
-        self.server.record("finished", request)
 
     async def speak(self, choice: VoiceChoice, text: str, request: _Request, *,
                     start: bool, ssml: bool = False) -> None:
@@ -312,11 +314,11 @@ class Connection:
             for sentence in stream.text.flush():
                 await self._speak_sentence(stream, sentence)
         self.stream = None
-        if stream.started_audio and stream.choice is not None:
-            rate = stream.choice.voice.sample_rate
-            await self.send(AudioStop(timestamp=stream.request.frames * 1000 // rate).event())
         if not stream.spoken:
             self.server.record("rejected", stream.request, "nothing to speak")
             await self.refuse("empty-text", "nothing to speak")
-        self.server.record("finished", stream.request)
+        self.server.record("finished", stream.request)  # before the client hears the end
+        if stream.started_audio and stream.choice is not None:
+            rate = stream.choice.voice.sample_rate
+            await self.send(AudioStop(timestamp=stream.request.frames * 1000 // rate).event())
         await self.send(SynthesizeStopped().event())
