@@ -180,7 +180,7 @@ def summary(account: Account, group: str | None, not_online: dict[str, str]) -> 
     failed = account.failed()
     silent = account.silent()
     lines = [f"{who}: {len(account.expected)} expected (online), {answered} answered: "
-             f"{answered - len(failed)} finished, {len(failed)} failed, {len(silent)} no answer "
+             f"{answered - len(failed)} succeeded, {len(failed)} failed, {len(silent)} no answer "
              f"within {account.timeout:g} s" + (f"; {len(account.extra)} extra"
                                                 if account.extra else "")]
     if failed:

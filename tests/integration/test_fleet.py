@@ -234,13 +234,28 @@ def test_group_speak_accounts_for_every_member_and_returns_once_all_answered(
     finals = [json.loads(line) for line in result.stdout.splitlines()]
     assert sorted(e["device"] for e in finals) == ["lobby-1", "lobby-2"]
     assert {e["event"] for e in finals} == {"finished"}
-    assert "group lobby: 2 expected (online), 2 answered: 2 finished, 0 failed, 0 no answer" \
+    assert "group lobby: 2 expected (online), 2 answered: 2 succeeded, 0 failed, 0 no answer" \
         in result.stderr, result.stderr
     result = tts("send", "--all", "ping", "--wait", "--timeout", "600", settings=lobby)
     assert result.returncode == 0, result.stderr
     assert sorted(json.loads(line)["device"] for line in result.stdout.splitlines()) == [
         "hall-1", "lobby-1", "lobby-2"]
     assert "the fleet: 3 expected (online), 3 answered" in result.stderr
+
+
+def test_the_account_over_mqtt_3_1_1(lobby: Settings) -> None:
+    """Over 3.1.1 the finals come from the events wildcard by id (no Response Topic)."""
+    result = tts("send", "-V", "3.1.1", "--group", "lobby", "ping", "--wait", "--timeout", "600",
+                 settings=lobby)
+    assert result.returncode == 0, result.stderr
+    finals = [json.loads(line) for line in result.stdout.splitlines()]
+    assert sorted(e["device"] for e in finals) == ["lobby-1", "lobby-2"]
+    assert {e["event"] for e in finals} == {"pong"}
+    assert "2 expected (online), 2 answered: 2 succeeded" in result.stderr
+    result = tts("fleet", "-V", "3.1.1", "--json", settings=lobby)
+    assert result.returncode == 0, result.stderr
+    assert {d["device"] for d in json.loads(result.stdout)["devices"]} == {
+        "lobby-1", "lobby-2", "hall-1"}
 
 
 def test_group_speak_with_a_member_stopped_names_it(lobby: Settings, mqtt_broker: Broker,
@@ -259,7 +274,7 @@ def test_group_speak_with_a_member_stopped_names_it(lobby: Settings, mqtt_broker
     assert sorted(json.loads(line)["device"] for line in result.stdout.splitlines()) == [
         "lobby-1", "lobby-2"]
     lines = result.stderr.splitlines()
-    assert "3 expected (online), 2 answered: 2 finished, 0 failed, 1 no answer within 5 s" \
+    assert "3 expected (online), 2 answered: 2 succeeded, 0 failed, 1 no answer within 5 s" \
         in lines[0], result.stderr
     assert "tts-agent send: no answer: lobby-3" in lines, result.stderr
 

@@ -74,7 +74,7 @@ def test_the_summary_names_who_failed_and_who_did_not_answer() -> None:
     account.extra["z"] = {"event": "finished"}
     account.lost["s00"] = "offline"
     lines = summary(account, "lobby", {"q": "stopped"})
-    assert lines[0] == ("group lobby: 62 expected (online), 2 answered: 1 finished, 1 failed, "
+    assert lines[0] == ("group lobby: 62 expected (online), 2 answered: 1 succeeded, 1 failed, "
                         "60 no answer within 5 s; 1 extra")
     assert lines[1] == "failed: b (rejected: unknown voice 'x')"
     assert lines[2].startswith("no answer: s00 (went offline), s01, ")
