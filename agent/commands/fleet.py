@@ -23,6 +23,7 @@ import argparse
 import json
 import math
 import secrets
+import shutil
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +32,7 @@ from agent.commands import USAGE, CommandError, add_config_argument, settings_fr
 if TYPE_CHECKING:
     from agent.mqtt.fleet_view import DeviceRow, FleetView
 
-__all__ = ["format_rows", "register", "run", "select"]
+__all__ = ["fit", "format_rows", "register", "run", "select"]
 
 MAX_SETTLE_S = 60.0
 _STATES = ("online", "silent", "stopped", "offline", "unknown")  # fleet_view.STATES, unloaded
@@ -155,7 +156,8 @@ def _watch(view: FleetView, args: argparse.Namespace) -> int:
                     print(json.dumps(_document(view, rows)), flush=True)
                     shown = seen
             elif tty:
-                sys.stdout.write(_CLEAR + "\n".join(format_rows(rows)) + "\n")
+                lines = fit(format_rows(rows), shutil.get_terminal_size().lines)
+                sys.stdout.write(_CLEAR + "\n".join(lines) + "\n")
                 sys.stdout.flush()
             else:  # plain lines: a device's line again when it changed (its age aside)
                 for row, line in zip(rows, format_rows(rows)[1:], strict=True):
@@ -167,6 +169,16 @@ def _watch(view: FleetView, args: argparse.Namespace) -> int:
             seen = view.wait_change(seen, 1.0)
     except KeyboardInterrupt:
         return 0
+
+
+def fit(lines: list[str], height: int) -> list[str]:
+    """The table cut to a terminal of ``height`` lines (the header and a last line saying how
+    many more there are)."""
+    if len(lines) < height or height < 4:
+        return lines
+    keep = height - 2
+    return [*lines[:keep], f"... {len(lines) - keep} more (narrow with --group/--state; "
+                           "--json lists all)"]
 
 
 _COLUMNS = ("DEVICE", "STATE", "GROUPS", "VOICE", "VERSION", "QUEUE", "HEALTH", "AGE",

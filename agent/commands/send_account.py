@@ -73,6 +73,8 @@ class Account:
     extra: dict[str, dict[str, Any]] = field(default_factory=dict)
     lost: dict[str, str] = field(default_factory=dict)
     """Expected devices whose presence went offline/stopped during the wait."""
+    silent_when_sent: set[str] = field(default_factory=set)
+    """Expected devices whose last health report was already stale (``fleet``'s ``silent``)."""
     deadline: dict[str, float] = field(default_factory=dict)
 
     def start(self, now: float) -> None:
@@ -107,6 +109,8 @@ def await_account(inbox: Inbox, request_id: str, timeout: float, *,
     exit status (see the module docstring)."""
     account = Account(view.members(group), timeout)
     not_online = {d: s for d, s in view.known_members(group).items() if d not in account.expected}
+    account.silent_when_sent = {r.device for r in view.rows() if r.state == "silent"
+                                and r.device in account.expected}
     now = time.monotonic()
     account.start(now)
     quiet_until = now + timeout  # with nobody expected: the old wait, until a silence
@@ -186,7 +190,8 @@ def summary(account: Account, group: str | None, not_online: dict[str, str]) -> 
     if failed:
         lines.append("failed: " + _names(failed, {d: _reason(account.finals[d]) for d in failed}))
     if silent:
-        why = {d: f"went {s}" for d, s in account.lost.items()}
+        why = {d: "silent when sent" for d in account.silent_when_sent}
+        why.update({d: f"went {s}" for d, s in account.lost.items()})
         lines.append("no answer: " + _names(silent, why))
     if account.extra:
         extra = sorted(account.extra)

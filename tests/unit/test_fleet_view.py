@@ -7,6 +7,7 @@ import json
 import time
 from typing import Any
 
+from agent.commands.fleet import fit
 from agent.commands.send_account import Account, Inbox, summary
 from agent.mqtt.client import InboundMessage
 from agent.mqtt.fleet_view import FleetView
@@ -73,11 +74,12 @@ def test_the_summary_names_who_failed_and_who_did_not_answer() -> None:
     account.finals["b"] = {"event": "rejected", "reason": "unknown voice 'x'"}
     account.extra["z"] = {"event": "finished"}
     account.lost["s00"] = "offline"
+    account.silent_when_sent = {"s01"}
     lines = summary(account, "lobby", {"q": "stopped"})
     assert lines[0] == ("group lobby: 62 expected (online), 2 answered: 1 succeeded, 1 failed, "
                         "60 no answer within 5 s; 1 extra")
     assert lines[1] == "failed: b (rejected: unknown voice 'x')"
-    assert lines[2].startswith("no answer: s00 (went offline), s01, ")
+    assert lines[2].startswith("no answer: s00 (went offline), s01 (silent when sent), s02, ")
     assert lines[2].endswith(", s49 and 10 more")
     assert lines[3] == "extra (not online in the retained status when sent): z (finished)"
     assert lines[4] == "not online when sent: q (stopped)"
@@ -89,3 +91,10 @@ def test_events_past_the_inbox_are_counted() -> None:
     for index in range(5):
         inbox.offer(message(f"tts/d{index}/events", {"id": "x"}))
     assert inbox.qsize() == 2 and inbox.dropped == 3
+
+
+def test_the_watch_table_fits_the_terminal() -> None:
+    lines = ["HEADER", *(f"d{i}" for i in range(30))]
+    assert fit(lines, 40) == lines
+    cut = fit(lines, 10)
+    assert len(cut) == 9 and cut[0] == "HEADER" and cut[-1].startswith("... 23 more")
