@@ -356,8 +356,9 @@ _HINTS = (
     (("gaierror", "name or service", "name resolution"), "cannot resolve the host: check -h"),
     (("not authorized", "user name or password"), "check -u USER and --password-file FILE"),
     (("protocol version",), "the broker speaks another MQTT version: try -V 3.1.1"),
-    (("before connack",), "a TLS port needs --cafile FILE; a broker that asks for a client "
-                          "certificate needs --cert FILE --key FILE"),
+    (("before connack",), "a broker without MQTT 5 needs -V 3.1.1; a TLS port needs --cafile "
+                          "FILE; a broker that asks for a client certificate needs --cert FILE "
+                          "--key FILE"),
     (("certificate", "ssl", "tls"), "check --cafile, --cert/--key, and that -h names the "
                                     "broker as its certificate does"),
 )

@@ -161,10 +161,13 @@ def failure_hint(exc: BaseException, settings: MqttSettings) -> str:
 def closed_hint(settings: MqttSettings) -> str:
     """What to check when the broker closed the connection before answering CONNECT."""
     where = f"{settings.host}:{settings.port}"
+    # A broker without MQTT 5 (RabbitMQ 3.10's plugin) closes the connection at its CONNECT.
+    v5 = ("a broker without MQTT 5 does this: try mqtt.protocol = \"3.1.1\"; "
+          if settings.protocol == "5" else "")
     if not settings.tls:
-        return (f"{where} closed the connection before answering CONNECT: is this a TLS port? "
-                "set mqtt.tls = true (and mqtt.ca_file); else check that it is an MQTT port")
-    return (f"{where} closed the connection before answering CONNECT: check mqtt.port, "
+        return (f"{where} closed the connection before answering CONNECT: {v5}is this a TLS "
+                "port? set mqtt.tls = true (and mqtt.ca_file); else check that it is an MQTT port")
+    return (f"{where} closed the connection before answering CONNECT: {v5}check mqtt.port, "
             "mqtt.protocol and, if the broker asks for one, the client certificate "
             "(mqtt.cert_file, mqtt.key_file)")
 

@@ -112,3 +112,17 @@ def test_a_device_id_and_a_group_with_dots_are_answered(
             timeout=120, check=False)
         assert result.returncode == 0, result.stderr
         assert json.loads(result.stdout.splitlines()[-1])["event"] == "pong"
+
+
+def test_mqtt_5_is_refused_with_the_hint_to_use_3_1_1(mqtt_broker: RabbitMq, tiny_voice_dir: Path,
+                                                      tmp_path: Path) -> None:
+    """RabbitMQ 3.10 closes an MQTT 5 connection without a CONNACK: the one-line error says to
+    try MQTT 3.1.1 (it said only to check TLS)."""
+    settings = agent_settings(mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent",
+                              mqtt={"protocol": "5"})
+    result = subprocess.run(
+        [sys.executable, "-m", "agent", "send", "--device", "t1", "ping", "--timeout", "5"],
+        capture_output=True, text=True, env=agent_env(settings), timeout=120, check=False)
+    assert result.returncode == 3
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "-V 3.1.1" in result.stderr

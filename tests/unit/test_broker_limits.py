@@ -176,3 +176,12 @@ def test_commands_are_routed_when_the_broker_writes_dots_as_slashes() -> None:
         assert route is not None and route.scope == scope
     assert device.route(Topic("tts/kiosk/2/cmd/ping"), groups) is None
     assert Namespace("tts").device("kiosk").route(Topic("tts/kiosk/1/cmd/ping")) is None
+
+
+def test_a_connection_closed_before_connack_suggests_mqtt_3_1_1() -> None:
+    """A broker without MQTT 5 (RabbitMQ 3.10) closes the connection at an MQTT 5 CONNECT."""
+    from agent.mqtt.connect import closed_hint
+
+    assert 'mqtt.protocol = "3.1.1"' in closed_hint(MqttSettings())
+    assert 'mqtt.protocol = "3.1.1"' in closed_hint(MqttSettings(tls=True))
+    assert "mqtt.protocol" not in closed_hint(MqttSettings(protocol="3.1.1"))
