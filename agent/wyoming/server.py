@@ -238,6 +238,10 @@ class WyomingServer:
             self.counts[outcome] += 1
             if reason is not None:
                 self.last_error = reason[:_MAX_ERROR_CHARS]
+        log.info("wyoming_request_ended", outcome=outcome, reason=reason,
+                 audio_s=round(request.audio_s, 3),
+                 first_audio_ms=None if request.first_audio_s is None
+                 else round(request.first_audio_s * 1000, 1))
         if self.on_outcome is not None:
             played = outcome == "finished"
             self.on_outcome(outcome, synthesis_s=request.synthesis_s if played else None,
