@@ -8,7 +8,8 @@
   status, before the command is published), prints each one's final event and a summary, and
   returns as soon as every one answered (the ``--timeout`` is far above the test's own bound, so
   the old code, which always waited the whole timeout, fails it); with one member stopped
-  (SIGSTOP: its status still says online) it exits 3 and names that device.
+  (SIGSTOP: its status still says online) it exits 3 and names that device, and when that
+  member's Last Will comes during the wait, the wait ends then.
 - The reader's memory is bounded: a flood of retained topics past its cap is counted, not kept,
   and a payload over its size cap is counted without being read.
 """
@@ -277,6 +278,26 @@ def test_group_speak_with_a_member_stopped_names_it(lobby: Settings, mqtt_broker
     assert "3 expected (online), 2 answered: 2 succeeded, 0 failed, 1 no answer within 5 s" \
         in lines[0], result.stderr
     assert "tts-agent send: no answer: lobby-3" in lines, result.stderr
+
+
+def test_a_member_whose_last_will_comes_during_the_wait_is_not_waited_for(
+        lobby: Settings, mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Path) -> None:
+    """SIGSTOP with a 15 s keepalive: still online when the membership is read (the broker
+    gives up on it after 1.5 keepalives), its Last Will comes during the wait, which ends then,
+    not at the 600 s --timeout."""
+    stuck = settings_for(mqtt_broker, tiny_voice_dir.parent, tmp_path, "lobby-3", "lobby",
+                         keepalive_s=15)
+    with daemon(stuck, tmp_path / "lobby-3.log") as process:
+        wait_state(mqtt_broker, "lobby-3", "online")
+        process.send_signal(signal.SIGSTOP)
+        try:
+            result = tts("send", "--group", "lobby", "speak", "Doors closing.", "--wait",
+                         "--timeout", "600", settings=lobby)
+        finally:
+            process.send_signal(signal.SIGCONT)
+    assert result.returncode == 3, result.stderr
+    assert "tts-agent send: no answer: lobby-3 (went offline)" in result.stderr.splitlines(), \
+        result.stderr
 
 
 def test_group_command_with_a_failure_exits_1_and_names_the_device(lobby: Settings) -> None:
