@@ -92,6 +92,8 @@ BAD_INPUT: dict[str, tuple[list[str], int, str]] = {
     "send reload": ([*SEND, "reload", "--timeout", "0"], USAGE, "--timeout must be"),
     "send ping": ([*SEND, "ping", "--timeout", "-1"], USAGE, "--timeout must be"),
     "fleet": (["fleet", "--settle", "0"], USAGE, "--settle must be more than 0"),
+    "ha-discovery": (["ha-discovery", "--config", "missing.toml"], USAGE,
+                     "config file not found"),
     "models": (["models", "frob"], USAGE, "invalid choice: 'frob'"),
     "models import": (["models", "import", "missing.onnx"], USAGE, "not a file"),
     "models verify": (["models", "verify", "--models-dir", "empty"], USAGE,
