@@ -108,3 +108,20 @@ def test_retained_presence_and_health_reach_the_controller_side(
     with Recorder(mqtt_broker.settings(), [DEV.status.as_filter()], "later-b") as later:
         assert later.wait_json(DEV.status, lambda p: True)["state"] == "offline"
 
+
+
+def test_a_device_in_32_groups_follows_every_one(mqtt_broker: BridgedPair, tiny_voice_dir: Path,
+                                                 tmp_path: Path) -> None:
+    """35 command filters go in SUBSCRIBEs of at most 8 (AWS IoT Core's limit); every one of
+    them is acknowledged and followed."""
+    groups = [f"g{n:02d}" for n in range(32)]
+    settings = agent_settings(mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent",
+                              mqtt={"groups": groups})
+    with running_agent(settings), Recorder(
+            mqtt_broker.settings(), [DEV.events.as_filter(), DEV.status.as_filter()],
+            "ctl") as ctl:
+        ctl.wait_json(DEV.status, lambda p: p["state"] == "online")
+        for group in (groups[0], groups[8], groups[-1]):
+            ctl.publish(Namespace("tts").group_command(group, "ping"), {"id": f"ping-{group}"})
+            pong = ctl.wait_json(DEV.events, lambda e, g=group: e["id"] == f"ping-{g}")
+            assert pong["event"] == "pong"

@@ -126,3 +126,22 @@ def test_mqtt_5_is_refused_with_the_hint_to_use_3_1_1(mqtt_broker: RabbitMq, tin
     assert result.returncode == 3
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert "-V 3.1.1" in result.stderr
+
+
+def test_group_wait_without_retained_membership_prints_every_answer(
+        mqtt_broker: RabbitMq, tiny_voice_dir: Path, tmp_path: Path) -> None:
+    """RabbitMQ 3.10 sends no retained message to a wildcard subscription, so ``send --group
+    --wait`` learns no membership: it waits the plain way and still prints every answer
+    (docs/fleet.md, "Brokers")."""
+    settings = agent_settings(mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent",
+                              mqtt={"groups": ["lobby"]})
+    with running_agent(settings), Recorder(mqtt_broker.settings(), [DEV.status.as_filter()],
+                                           "watch") as watch:
+        watch.wait_json(DEV.status, lambda p: p["state"] == "online")
+        result = subprocess.run(
+            [sys.executable, "-m", "agent", "send", "--group", "lobby", "ping", "--wait",
+             "--timeout", "5"], capture_output=True, text=True, env=agent_env(settings),
+            timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    finals = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [(e["device"], e["event"]) for e in finals] == [("t1", "pong")]
