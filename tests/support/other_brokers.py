@@ -252,12 +252,15 @@ def _wait_for_bridge(pair: BridgedPair, timeout: float = 30.0) -> None:
     from tests.support.broker import Recorder
 
     probe = Topic("tts/bridge-probe/status")
+    deadline = time.monotonic() + timeout
     with Recorder(pair.settings(), [probe.as_filter()], "bridge-probe-b") as on_b, \
             Recorder(pair.device_settings(), [], "bridge-probe-a") as on_a:
-        deadline = time.monotonic() + timeout
-        while not on_b.messages:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the bridge did not connect\n{pair.log_text()[-3000:]}")
+        while True:
             on_a.publish(probe, b"probe")
-            with on_b._cond:
-                on_b._cond.wait(0.5)
+            try:
+                on_b.wait_for(lambda message: True, timeout=0.5)
+                return
+            except AssertionError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the bridge did not connect\n"
+                                       f"{pair.log_text()[-3000:]}") from None
