@@ -22,8 +22,9 @@ import hashlib
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from agent.library.debounce import DebouncedWatcher
 from agent.logs import get_logger
 from agent.text.lexicon import Lexicon, LexiconError
 from agent.text.lexicon_file import parse_lexicon, read_lexicon_file
@@ -149,76 +150,31 @@ class LexiconHolder:
                 "state": "degraded" if error else "ok", "reason": error}
 
 
-class LexiconWatcher:
+class LexiconWatcher(DebouncedWatcher):
     """Reloads the holder once its file has changed and then been quiet for ``debounce_s``
     (watchdog on the file's directory: in-place writes, atomic renames, removal)."""
 
     def __init__(self, holder: LexiconHolder, *, debounce_s: float = 1.0,
                  polling: bool = False, poll_interval_s: float = 1.0) -> None:
+        super().__init__(name="lexicon-watch", debounce_s=debounce_s, polling=polling,
+                         poll_interval_s=poll_interval_s)
         self.holder = holder
-        self.debounce_s = debounce_s
-        self.polling = polling
-        self.poll_interval_s = poll_interval_s
-        self._dirty = threading.Event()
-        self._stop = threading.Event()
-        self._last_event = time.monotonic()
-        self._observer: Any = None
-        self._thread = threading.Thread(target=self._run, name="lexicon-watch", daemon=True)
 
     def start(self) -> None:
-        from watchdog.events import FileSystemEvent, FileSystemEventHandler
-        from watchdog.observers import Observer
-        from watchdog.observers.polling import PollingObserver
-
-        watcher, name = self, self.holder.path.name
-
-        class _Handler(FileSystemEventHandler):
-            def on_any_event(self, event: FileSystemEvent) -> None:
-                # Observer thread: only mark dirty, for events about the lexicon's own name.
-                if event.event_type in ("opened", "closed_no_write"):
-                    return
-                paths = (str(event.src_path), str(getattr(event, "dest_path", "") or ""))
-                if any(p and Path(p).name == name for p in paths):  # not an editor's temp
-                    watcher.notify()
-
-        directory = self.holder.path.parent
-        observer = (PollingObserver(timeout=self.poll_interval_s) if self.polling
-                    else Observer())
-        observer.schedule(_Handler(), str(directory), recursive=False)
-        observer.daemon = True
-        observer.start()  # raises when the directory is missing: the add-on is left out
-        self._observer = observer
-        self._thread.start()
+        name = self.holder.path.name
+        # Only events about the lexicon's own name (not an editor's temp); raises when the
+        # directory is missing: the add-on is left out.
+        self._observe(self.holder.path.parent, recursive=False,
+                      wanted=lambda paths: any(p and Path(p).name == name for p in paths))
         log.info("lexicon_watch_started", path=str(self.holder.path),
                  observer="polling" if self.polling else "inotify")
 
-    def notify(self) -> None:
-        """The file changed (any thread)."""
-        self._last_event = time.monotonic()
-        self._dirty.set()
-
-    def _run(self) -> None:
-        # Debounce thread: waits until the file has been quiet, then reloads.
-        while not self._stop.is_set():
-            if not self._dirty.wait(timeout=1.0):
-                continue
-            quiet_for = time.monotonic() - self._last_event
-            if quiet_for < self.debounce_s:
-                self._stop.wait(self.debounce_s - quiet_for)
-                continue
-            self._dirty.clear()
-            try:
-                self.holder.reload()
-            except Exception:
-                log.exception("lexicon_reload_crashed")
-
-    def stop(self, timeout: float = 5.0) -> None:
-        self._stop.set()
-        if self._observer is not None:
-            self._observer.stop()
-            self._observer.join(timeout)
-        if self._thread.is_alive():
-            self._thread.join(timeout)
+    def _fire(self) -> bool:
+        try:
+            self.holder.reload()
+        except Exception:
+            log.exception("lexicon_reload_crashed")
+        return False
 
 
 class LexiconAddon:
