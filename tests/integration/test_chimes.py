@@ -14,7 +14,6 @@ import sys
 import wave
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -26,19 +25,12 @@ from agent.service import AgentService
 from agent.settings import ChimeSettings, Settings
 from tests.support.alsa_sink import AlsaConfig, FifoSink, read_samples, trim_silence
 from tests.support.broker import Broker, Recorder, agent_env, agent_settings, running_agent
+from tests.support.controller import final_for, kinds_for, online_controller
 
 pytestmark = [pytest.mark.broker, pytest.mark.alsa]
 
 REPO = Path(__file__).resolve().parents[2]
 DEV = Namespace("tts").device("t1")
-
-
-def final_for(recorder: Recorder, request_id: str, timeout: float = 30) -> dict[str, Any]:
-    return recorder.wait_json(DEV.events, lambda e: e["id"] == request_id and e["final"], timeout)
-
-
-def events_for(recorder: Recorder, request_id: str) -> list[str]:
-    return [e["event"] for e in recorder.json_on(DEV.events) if e.get("id") == request_id]
 
 
 @pytest.fixture()
@@ -77,9 +69,8 @@ def agent(mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Path, chimes_dir:
 
 @pytest.fixture()
 def controller(mqtt_broker: Broker, agent: AgentService) -> Iterator[Recorder]:
-    with Recorder(mqtt_broker.settings(), [DEV.events.as_filter(), DEV.status.as_filter()],
-                  "controller") as recorder:
-        recorder.wait_json(DEV.status, lambda p: p["state"] == "online")
+    """A controller watching the device's events; returns once the agent is online."""
+    with online_controller(mqtt_broker) as recorder:
         yield recorder
 
 
@@ -118,7 +109,7 @@ def test_the_chime_plays_first_and_the_speech_follows_at_once(
     controller.publish(DEV.command("speak"), {"id": "c1", "text": "Gate four is now boarding.",
                                               "chime": "ding"})
     final = final_for(controller, "c1")
-    assert events_for(controller, "c1") == ["accepted", "started", "finished"], final
+    assert kinds_for(controller, "c1") == ["accepted", "started", "finished"], final
     [utterance] = cached_utterances(agent)
     ding = chime_chunk(chimes_dir, "ding")
     assert utterance[0] == ding  # the chime as its file holds it, at 44.1 kHz
@@ -179,7 +170,7 @@ def test_an_unknown_chime_is_rejected_and_nothing_plays(
     controller.publish(DEV.command("speak"), {"id": "bad", "text": "Hello.", "chime": chime})
     final = final_for(controller, "bad")
     assert final["event"] == "rejected" and reason in final["reason"], final
-    assert events_for(controller, "bad") == ["rejected"]
+    assert kinds_for(controller, "bad") == ["rejected"]
     assert not speaker.exists() or not read_samples(speaker).any()
 
 

@@ -20,19 +20,12 @@ from tests.support.broker import (
     running_agent,
     running_broker,
 )
+from tests.support.controller import events_for, final_for, online_controller
 
 pytestmark = [pytest.mark.broker, pytest.mark.alsa]
 
 NS = Namespace("tts")
 DEV = NS.device("t1")
-
-
-def events_for(recorder: Recorder, request_id: str) -> list[dict[str, Any]]:
-    return [e for e in recorder.json_on(DEV.events) if e.get("id") == request_id]
-
-
-def final_for(recorder: Recorder, request_id: str, timeout: float = 30) -> dict[str, Any]:
-    return recorder.wait_json(DEV.events, lambda e: e["id"] == request_id and e["final"], timeout)
 
 
 @pytest.fixture()
@@ -45,9 +38,7 @@ def agent(mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Path) -> Iterator
 @pytest.fixture()
 def controller(mqtt_broker: Broker, agent: AgentService) -> Iterator[Recorder]:
     """A controller watching the device's events; returns once the agent is online."""
-    with Recorder(mqtt_broker.settings(), [DEV.events.as_filter(), DEV.status.as_filter()],
-                  "controller") as recorder:
-        recorder.wait_json(DEV.status, lambda p: p["state"] == "online")
+    with online_controller(mqtt_broker) as recorder:
         yield recorder
 
 

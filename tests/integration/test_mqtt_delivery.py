@@ -36,6 +36,7 @@ from tests.support.broker import (
     daemon,
     running_agent,
 )
+from tests.support.controller import online_controller
 
 pytestmark = [pytest.mark.broker, pytest.mark.alsa]
 
@@ -84,8 +85,7 @@ def agent(settings: Settings) -> Iterator[AgentService]:
 @pytest.fixture()
 def controller(mqtt_broker: Broker, agent: AgentService) -> Iterator[Recorder]:
     """A controller watching everything under the prefix; returns once the agent is online."""
-    with Recorder(mqtt_broker.settings(), [EVERYTHING], "controller") as rec:
-        rec.wait_json(DEV.status, lambda p: p["state"] == "online")
+    with online_controller(mqtt_broker, filters=[EVERYTHING]) as rec:
         yield rec
 
 

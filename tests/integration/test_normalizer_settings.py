@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from agent.voice.bundle import write_manifest
 from tests.support import make_tiny_voice
 
 
@@ -28,18 +26,8 @@ def phonemes(text: str, models: Path, voice: str = "tiny-test", **env: str) -> s
 
 def add_german_voice(models: Path) -> None:
     """A copy of the tiny voice that declares German (``language.code`` de_DE, espeak ``de``)."""
-    bundle = models / "tiny-de"
-    shutil.copytree(models / make_tiny_voice.VOICE, bundle)
-    config_path = bundle / f"{make_tiny_voice.VOICE}.onnx.json"
-    config = json.loads(config_path.read_text(encoding="utf-8"))
-    config["espeak"] = {"voice": "de"}
-    config["language"] = {"code": "de_DE", "family": "de"}
-    config_path.write_text(json.dumps(config, ensure_ascii=False), encoding="utf-8")
-    (bundle / "manifest.json").unlink()
-    write_manifest(bundle, voice="tiny-de", version="1.0.0",
-                   sample_rate=make_tiny_voice.SAMPLE_RATE,
-                   variants={"fp32": f"{make_tiny_voice.VOICE}.onnx"},
-                   config=config_path.name, source="tests/integration/test_normalizer_settings.py")
+    make_tiny_voice.copy_in_language(models, "tiny-de", espeak="de", code="de_DE",
+                                     source="tests/integration/test_normalizer_settings.py")
 
 
 def test_date_order_from_the_settings(tiny_voice_dir: Path) -> None:

@@ -24,6 +24,7 @@ from agent.settings import ChimeSettings
 from agent.text.normalize.say_as import say_as
 from tests.support.alsa_sink import read_samples
 from tests.support.broker import Broker, Recorder, agent_settings, running_agent
+from tests.support.controller import final_for, kinds_for, online_controller
 from tests.support.make_tiny_voice import SAMPLE_RATE, build_config, build_model
 
 REPO = Path(__file__).resolve().parents[2]
@@ -47,19 +48,14 @@ def agent(mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Path) -> Iterator
 
 @pytest.fixture()
 def controller(mqtt_broker: Broker, agent: AgentService) -> Iterator[Recorder]:
-    with Recorder(mqtt_broker.settings(), [DEV.events.as_filter(), DEV.status.as_filter()],
-                  "controller") as recorder:
-        recorder.wait_json(DEV.status, lambda p: p["state"] == "online")
+    """A controller watching the device's events; returns once the agent is online."""
+    with online_controller(mqtt_broker) as recorder:
         yield recorder
 
 
 def speak(controller: Recorder, request_id: str, text: str, **fields: Any) -> dict[str, Any]:
     controller.publish(DEV.command("speak"), {"id": request_id, "text": text, **fields})
-    return controller.wait_json(DEV.events, lambda e: e["id"] == request_id and e["final"], 60)
-
-
-def kinds(controller: Recorder, request_id: str) -> list[str]:
-    return [e["event"] for e in controller.json_on(DEV.events) if e.get("id") == request_id]
+    return final_for(controller, request_id)
 
 
 def sink(service: AgentService) -> Path:
@@ -79,7 +75,7 @@ def test_a_break_of_one_second_is_one_second_of_silence_in_what_is_played(
         agent: AgentService, controller: Recorder) -> None:
     final = speak(controller, "brk-1", '<speak>Hello <break time="1s"/> world</speak>')
     assert final["event"] == "finished", final
-    assert kinds(controller, "brk-1") == ["accepted", "started", "finished"]
+    assert kinds_for(controller, "brk-1") == ["accepted", "started", "finished"]
     samples = read_samples(sink(agent))[:, 0]
     assert abs(longest_silence(samples) / SAMPLE_RATE - 1.0) <= 0.020
 
@@ -129,7 +125,7 @@ def test_bad_ssml_is_rejected_with_its_reason_and_nothing_is_played(
     final = speak(controller, "bad-1", text, **fields)
     assert final["event"] == "rejected", final
     assert reason in final["reason"]
-    assert kinds(controller, "bad-1") == ["rejected"]
+    assert kinds_for(controller, "bad-1") == ["rejected"]
     assert not np.any(read_samples(sink(agent)))  # the sink stays silent
     assert speak(controller, "after", "Still here.")["event"] == "finished"
 
@@ -157,7 +153,7 @@ def test_audio_plays_the_chime_as_part_of_the_utterance_or_its_fallback(
         assert final["event"] == "rejected"
         assert final["reason"] == ("unknown chime 'gong' in <audio src> (line 1, column 7); "
                                    "chimes: alert, ding")
-        assert kinds(ctl, "au-3") == ["rejected"]
+        assert kinds_for(ctl, "au-3") == ["rejected"]
 
 
 def test_ssml_false_reads_the_text_as_it_is(agent: AgentService, controller: Recorder) -> None:

@@ -4,19 +4,16 @@ nothing played; a request naming such a voice is spoken; emoji alone have nothin
 
 from __future__ import annotations
 
-import json
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from agent.mqtt.topics import Namespace
 from agent.service import AgentService
-from agent.voice.bundle import write_manifest
 from tests.support import make_tiny_voice
 from tests.support.broker import Broker, Recorder, agent_settings, running_agent
+from tests.support.controller import final_for, kinds_for, online_controller
 
 pytestmark = [pytest.mark.broker, pytest.mark.alsa]
 
@@ -27,18 +24,8 @@ CHINESE = "你好，欢迎光临。"
 def add_chinese_voice(models: Path) -> None:
     """A copy of the tiny voice that says it is Mandarin (``language.code`` zh_CN, espeak-ng's
     ``cmn``): what an installed Chinese Piper voice declares."""
-    bundle = models / "tiny-zh"
-    shutil.copytree(models / make_tiny_voice.VOICE, bundle)
-    config_path = bundle / f"{make_tiny_voice.VOICE}.onnx.json"
-    config = json.loads(config_path.read_text(encoding="utf-8"))
-    config["espeak"] = {"voice": "cmn"}
-    config["language"] = {"code": "zh_CN", "family": "zh"}
-    config_path.write_text(json.dumps(config, ensure_ascii=False), encoding="utf-8")
-    (bundle / "manifest.json").unlink()
-    write_manifest(bundle, voice="tiny-zh", version="1.0.0",
-                   sample_rate=make_tiny_voice.SAMPLE_RATE,
-                   variants={"fp32": f"{make_tiny_voice.VOICE}.onnx"},
-                   config=config_path.name, source="tests/integration/test_unspeakable.py")
+    make_tiny_voice.copy_in_language(models, "tiny-zh", espeak="cmn", code="zh_CN",
+                                     source="tests/integration/test_unspeakable.py")
 
 
 @pytest.fixture()
@@ -51,18 +38,9 @@ def agent(mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Path) -> Iterator
 
 @pytest.fixture()
 def controller(mqtt_broker: Broker, agent: AgentService) -> Iterator[Recorder]:
-    with Recorder(mqtt_broker.settings(), [DEV.events.as_filter(), DEV.status.as_filter()],
-                  "controller") as recorder:
-        recorder.wait_json(DEV.status, lambda p: p["state"] == "online")
+    """A controller watching the device's events; returns once the agent is online."""
+    with online_controller(mqtt_broker) as recorder:
         yield recorder
-
-
-def final_for(recorder: Recorder, request_id: str) -> dict[str, Any]:
-    return recorder.wait_json(DEV.events, lambda e: e["id"] == request_id and e["final"], 60)
-
-
-def kinds(recorder: Recorder, request_id: str) -> list[str]:
-    return [e["event"] for e in recorder.json_on(DEV.events) if e.get("id") == request_id]
 
 
 def audio_bytes(service: AgentService) -> int:
@@ -77,12 +55,12 @@ def test_chinese_to_the_english_voice_is_rejected_naming_the_script(
     assert final["event"] == "rejected", final
     assert final["reason"] == ("text is in Han script, which voice tiny-test (en-us) cannot "
                                "speak; installed voices that can: tiny-zh")
-    assert kinds(controller, "zh-1") == ["rejected"]  # never accepted, never started
+    assert kinds_for(controller, "zh-1") == ["rejected"]  # never accepted, never started
     assert audio_bytes(agent) == 0  # nothing was played
     # the agent keeps serving, and the same text to a voice that can say it is spoken
     controller.publish(DEV.command("speak"), {"id": "zh-2", "text": CHINESE, "voice": "tiny-zh"})
     assert final_for(controller, "zh-2")["event"] == "finished"
-    assert kinds(controller, "zh-2") == ["accepted", "started", "finished"]
+    assert kinds_for(controller, "zh-2") == ["accepted", "started", "finished"]
     assert audio_bytes(agent) > 0
 
 

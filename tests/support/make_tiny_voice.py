@@ -102,5 +102,26 @@ def build_bundle(models_dir: Path, *, version: str = "1.0.0", input_name: str = 
     return bundle
 
 
+def copy_in_language(models_dir: Path, voice: str, *, espeak: str, code: str, source: str) -> Path:
+    """A copy of the installed tiny voice as ``models_dir/voice/`` that declares another language
+    (espeak-ng voice ``espeak``, ``language.code`` ``code`` such as ``de_DE``, its family the part
+    before ``_``), as an installed Piper voice of that language does; returns the bundle dir."""
+    import shutil
+
+    from agent.voice.bundle import write_manifest
+
+    bundle = models_dir / voice
+    shutil.copytree(models_dir / VOICE, bundle)
+    config_path = bundle / f"{VOICE}.onnx.json"
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    config["espeak"] = {"voice": espeak}
+    config["language"] = {"code": code, "family": code.split("_", maxsplit=1)[0]}
+    config_path.write_text(json.dumps(config, ensure_ascii=False), encoding="utf-8")
+    (bundle / "manifest.json").unlink()
+    write_manifest(bundle, voice=voice, version="1.0.0", sample_rate=SAMPLE_RATE,
+                   variants={"fp32": f"{VOICE}.onnx"}, config=config_path.name, source=source)
+    return bundle
+
+
 if __name__ == "__main__":
     print(build_bundle(Path(sys.argv[1] if len(sys.argv) > 1 else "models")))
