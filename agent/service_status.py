@@ -42,5 +42,6 @@ def ping_status(service: AgentService) -> PingStatus:
         pending=service.tracker.pending(),
         volume=service.volume,
         mqtt_reconnects=service.client.reconnects if service.client is not None else 0,
+        groups=list(service.settings.mqtt.groups),
         health=dict(service.health.compact()),
     )

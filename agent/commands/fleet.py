@@ -12,6 +12,12 @@ voice, version, queue, last error, health age. ``--watch`` keeps following the t
 the table in place on a terminal (a changed device prints its line again when the output is
 not a terminal); Ctrl-C ends it with status 0.
 
+``--probe`` (``auto``, the default): when the retained read found no device (a broker that
+delivers retained messages only to exact-topic subscriptions, like RabbitMQ 3.10's MQTT plugin),
+``fleet`` pings every device on the all-devices command topic and lists those that answered
+within the settle time (:func:`agent.mqtt.fleet_view.read_fleet`); ``always`` pings on any
+broker (what a retained message says still wins), ``never`` only reads.
+
 The broker and the credentials come from the settings and ``send``'s connection options
 (``-h``, ``-p``, ``--cafile``, ``-u``, ``--password-file``, ...). Exit status: 0 the view was
 printed (also when no device is known), 2 bad options, 3 no broker.
@@ -41,7 +47,7 @@ _CLEAR = "\x1b[H\x1b[J"
 
 
 def register(subparsers: Any) -> None:
-    from agent.commands.send import add_connection_arguments
+    from agent.commands.send import PROBE_HELP, PROBES, add_connection_arguments
 
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "fleet", help="list the fleet's devices from their retained status and health",
@@ -62,6 +68,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--interval", type=float, metavar="S",
                         help="health interval of devices whose status does not name theirs "
                              "(default: health.interval_s)")
+    parser.add_argument("--probe", choices=PROBES, default="auto", help=PROBE_HELP)
     add_connection_arguments(parser)
     parser.set_defaults(handler=run)
 
@@ -77,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     from agent.commands.send import connect, connection_settings
     from agent.logs import configure_logging
     from agent.mqtt.client import ClientConfigError, MqttClient
-    from agent.mqtt.fleet_view import FleetView
+    from agent.mqtt.fleet_view import FleetView, read_fleet
     from agent.mqtt.topics import Namespace
 
     settings = settings_from_args(args, configure_logs=False)
@@ -87,15 +94,19 @@ def run(args: argparse.Namespace) -> int:
         args.interval, "--interval", 86_400.0)
     mqtt = connection_settings(args, settings.mqtt)
     view = FleetView(Namespace(mqtt.topic_prefix), default_interval_s=interval)
+    filters = [*view.filters(), *([] if args.probe == "never" else [view.namespace.all_events()])]
     try:
         client = MqttClient(mqtt, f"tts-fleet-{secrets.token_hex(6)}",
-                            subscriptions=view.filters(), on_message=view.receive,
+                            subscriptions=filters, on_message=view.receive,
                             persistent=False)
     except ClientConfigError as exc:
         raise CommandError(str(exc), status=USAGE) from exc
     try:
         connect(client, mqtt)
-        view.settle(settle, longest_s=max(10.0, 20 * settle))
+        pinged = read_fleet(client, view, settle, args.probe)
+        if pinged and not args.json:
+            print(f"tts-agent fleet: pinged the fleet; {view.answered} answered within the "
+                  f"settle time (--probe {args.probe})", file=sys.stderr, flush=True)
         if args.watch:
             return _watch(view, args)
         _print_once(view, args)
@@ -112,7 +123,8 @@ def select(rows: list[DeviceRow], group: str | None, states: list[str] | None) -
 
 def _document(view: FleetView, rows: list[DeviceRow]) -> dict[str, Any]:
     return {"devices": [r.as_json() for r in rows], "count": len(rows), "known": len(view),
-            "dropped": view.counts(), "max_devices": view.max_devices,
+            "dropped": view.counts(), "answered_ping": view.answered,
+            "max_devices": view.max_devices,
             "max_message_bytes": view.max_message_bytes}
 
 

@@ -53,6 +53,10 @@ __all__ = ["NO_ANSWER", "add_connection_arguments", "build_payload", "connect",
 MAX_TIMEOUT_S = 86_400.0
 MAX_CONNECT_TIMEOUT_S = 600.0
 MAX_SETTLE_S = 60.0
+PROBES = ("auto", "always", "never")  # agent.mqtt.fleet_view.PROBES, unloaded
+PROBE_HELP = ("ping every device and take the answers too: auto (default) when the retained "
+              "status and health name no device (a broker that keeps them from wildcard "
+              "subscriptions), always, never")
 _POLL_S = 0.05
 """Slice of the wait for the connection, between looks at whether the one attempt failed."""
 
@@ -110,6 +114,8 @@ def _common(parser: argparse.ArgumentParser, *, top: bool) -> None:
     _option(parser, "--settle", top=top, type=float, default=1.0, metavar="S",
             help="--group/--all --wait: read the retained status until none came for S "
                  "seconds before sending (default 1)")
+    _option(parser, "--probe", top=top, choices=PROBES, default="auto",
+            help="--group/--all --wait: " + PROBE_HELP)
     _option(parser, "--id", top=top, dest="request_id", help="request id (default: generated)")
     _connection(parser, top=top)
     if not top:
@@ -253,6 +259,7 @@ def connection_settings(args: argparse.Namespace, base: MqttSettings) -> MqttSet
 def run(args: argparse.Namespace) -> int:
     from agent.logs import configure_logging
     from agent.mqtt.client import ClientConfigError, MqttClient, OutboundMessage
+    from agent.mqtt.fleet_view import read_fleet
     from agent.mqtt.topics import Namespace
 
     settings = settings_from_args(args, configure_logs=False)
@@ -285,7 +292,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         connect(client, mqtt)
         if view is not None:
-            view.settle(settle, longest_s=max(10.0, 20 * settle))
+            read_fleet(client, view, settle, args.probe)
         correlation = secrets.token_bytes(16) if reply is not None else None
         sent = client.publish(OutboundMessage(target, payload, response_topic=reply,
                                               correlation_data=correlation))

@@ -16,6 +16,13 @@ The state of a device (:meth:`FleetView.rows`): ``online``, ``stopped`` (a clean
 but its last health report is older than :data:`SILENT_INTERVALS` health intervals, the interval
 its presence names or the view's default), ``unknown`` (a health report but no presence).
 
+A broker that delivers retained messages only to exact-topic subscriptions (RabbitMQ 3.10's
+MQTT plugin) gives the wildcards nothing: :func:`read_fleet` then asks the fleet itself, a
+``ping`` on the all-devices command topic, and :meth:`FleetView.probe` makes :meth:`offer` take
+the ``pong`` answers to it from ``{prefix}/+/events`` (one more wildcard): a device that
+answers is ``online``, with the groups, version, voice and health its answer names. What a
+retained message says wins: an answer fills only what the view does not know yet.
+
 :meth:`FleetView.offer` runs on the MQTT network thread; everything else on any thread.
 """
 
@@ -31,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from agent.mqtt.topics import TopicError
 
 if TYPE_CHECKING:
-    from agent.mqtt.client import InboundMessage
+    from agent.mqtt.client import InboundMessage, MqttClient
     from agent.mqtt.topics import Namespace, TopicFilter
 
 __all__ = [
@@ -43,6 +50,7 @@ __all__ = [
     "DeviceRecord",
     "DeviceRow",
     "FleetView",
+    "read_fleet",
 ]
 
 MAX_DEVICES = 100_000
@@ -56,6 +64,8 @@ DEFAULT_SETTLE_S = 1.0
 MAX_TEXT = 200
 """Longest string kept from a message (a device id, a version, an error)."""
 STATES = ("online", "silent", "stopped", "offline", "unknown")
+PROBES = ("auto", "always", "never")
+"""When :func:`read_fleet` pings the fleet: no device in the retained topics, always, never."""
 
 State = Literal["online", "silent", "stopped", "offline", "unknown"]
 
@@ -129,6 +139,9 @@ class FleetView:
         self._cond = threading.Condition()
         self._last_message = time.monotonic()
         self._changes = 0
+        self._probe_id: str | None = None
+        self.answered = 0
+        """Devices that answered the probe's ping."""
 
     def filters(self) -> tuple[TopicFilter, TopicFilter]:
         """The two subscriptions the view needs, whatever the size of the fleet."""
@@ -147,7 +160,38 @@ class FleetView:
             if captured is not None:
                 self._take(kind, captured[0], message.payload)
                 return True
+        if self._probe_id is not None:
+            captured = self.namespace.all_events().captures(message.topic)
+            if captured is not None:
+                return self._take_pong(captured[0], message.payload)
         return False
+
+    def probe(self, request_id: str) -> None:
+        """From now on, :meth:`offer` takes the ``pong`` answers to the ping ``request_id``."""
+        with self._cond:
+            self._probe_id = request_id
+
+    def _take_pong(self, device: str, payload: bytes) -> bool:
+        if len(payload) > self.max_message_bytes or b'"pong"' not in payload:
+            return False  # not an answer to the probe: the caller's to handle
+        data = _json_object(payload)
+        if (data is None or data.get("id") != self._probe_id or data.get("event") != "pong"
+                or data.get("device") != device):
+            return False
+        with self._cond:
+            self._last_message = time.monotonic()
+            self._changes += 1
+            self._cond.notify_all()
+            record = self._records.get(device)
+            if record is None:
+                if len(self._records) >= self.max_devices:
+                    self.over_cap += 1
+                    return True
+                record = self._records[device] = DeviceRecord(device[:MAX_TEXT])
+            self.answered += 1
+            status = data.get("status")
+            _read_pong(record, status if isinstance(status, dict) else {})
+        return True
 
     def _take(self, kind: str, device: str, payload: bytes) -> None:
         with self._cond:
@@ -277,6 +321,49 @@ def _read_status(record: DeviceRecord, data: dict[str, Any]) -> None:
     record.voice = _text(data.get("default_voice")) or record.voice
     interval = _number(data.get("health_interval_s"))
     record.health_interval_s = interval if interval and interval > 0 else None
+
+
+def _read_pong(record: DeviceRecord, status: dict[str, Any]) -> None:
+    """A ping's answer fills what the retained messages did not say."""
+    if record.status is None:
+        record.status = "online" if status.get("state") == "online" else "stopped"
+    groups = status.get("groups")
+    if not record.groups and isinstance(groups, list):
+        record.groups = tuple(g[:MAX_TEXT] for g in groups[:32] if isinstance(g, str))
+    record.version = record.version or _text(status.get("version"))
+    record.voice = record.voice or _text(status.get("default_voice"))
+    pending = _number(status.get("pending"))
+    if record.pending is None and pending is not None:
+        record.pending = int(pending)
+    health = status.get("health")
+    if record.health is None and isinstance(health, dict):
+        record.health = _text(health.get("state")) or "unknown"
+        record.health_time = time.time()
+        reasons = health.get("reasons")
+        worst = reasons[0] if isinstance(reasons, list) and reasons else None
+        record.last_error = _text(worst) if record.health != "ok" else None
+
+
+def read_fleet(client: MqttClient, view: FleetView, settle_s: float, probe: str) -> bool:
+    """Collect the retained messages until none came for ``settle_s``; then, when ``probe``
+    says so (``always``, or ``auto`` and no device known), ping every device and collect the
+    answers the same way. ``client`` follows :meth:`FleetView.filters` and the events
+    wildcard. Whether the ping was sent."""
+    from agent.mqtt.client import OutboundMessage
+    from agent.mqtt.protocol import PingCommand, new_request_id
+
+    longest = max(10.0, 20 * settle_s)
+    view.settle(settle_s, longest_s=longest)
+    if probe == "never" or (probe == "auto" and len(view)):
+        return False
+    request_id = new_request_id()
+    view.probe(request_id)
+    payload = PingCommand(id=request_id).model_dump_json(exclude_none=True).encode("utf-8")
+    sent = client.publish(OutboundMessage(view.namespace.fleet_command("ping"), payload))
+    if sent.dropped or not sent.wait(longest):
+        return False
+    view.settle(settle_s, longest_s=longest)
+    return True
 
 
 def _read_health(record: DeviceRecord, data: dict[str, Any]) -> None:

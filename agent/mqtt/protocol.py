@@ -296,6 +296,10 @@ class PingStatus(BaseModel):
     pending: int = Field(description="Speak requests accepted and not yet finished.")
     volume: float
     mqtt_reconnects: int
+    groups: list[str] = Field(
+        default_factory=list, description="The groups the device follows (`mqtt.groups`): "
+        "how `fleet` and `send --group --wait` learn them from a ping where the broker does "
+        "not deliver retained status to a wildcard subscription.")
     health: dict[str, Any] | None = Field(
         default=None, description="Overall health: {state: ok|degraded|failing, reasons: [...]}; "
         "the full report is retained on the health topic.")

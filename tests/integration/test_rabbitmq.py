@@ -5,12 +5,14 @@ The tests are the Mosquitto suite's own, run here unchanged: this module only sw
 ``mqtt_broker`` fixture they ask for (``tests.support.other_brokers.RabbitMq``, whose settings
 say ``protocol = "3.1.1"``). Those that need MQTT 5 (Response Topic) or a retained message on a
 wildcard subscription (RabbitMQ 3.10 delivers retained messages only on exact topics) are not
-among them; docs/fleet.md, "Brokers", says what differs.
+among them; docs/fleet.md, "Brokers", says what differs. ``fleet`` and ``send --group --wait``
+learn the fleet there from a ping instead (``--probe auto``): tested here.
 """
 
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -22,7 +24,7 @@ import pytest
 from agent.mqtt.client import InboundMessage
 from agent.mqtt.topics import HERMES_SAY_FINISHED, Namespace, TopicFilter
 from tests.integration import test_mqtt_agent, test_mqtt_process, test_reload_agent
-from tests.support.broker import Recorder, agent_env, agent_settings, running_agent
+from tests.support.broker import Recorder, agent_env, agent_settings, daemon, running_agent
 from tests.support.other_brokers import RabbitMq, rabbitmq_missing, running_rabbitmq
 
 pytestmark = [pytest.mark.broker, pytest.mark.alsa]
@@ -128,20 +130,92 @@ def test_mqtt_5_is_refused_with_the_hint_to_use_3_1_1(mqtt_broker: RabbitMq, tin
     assert "-V 3.1.1" in result.stderr
 
 
-def test_group_wait_without_retained_membership_prints_every_answer(
-        mqtt_broker: RabbitMq, tiny_voice_dir: Path, tmp_path: Path) -> None:
-    """RabbitMQ 3.10 sends no retained message to a wildcard subscription, so ``send --group
-    --wait`` learns no membership: it waits the plain way and still prints every answer
-    (docs/fleet.md, "Brokers")."""
-    settings = agent_settings(mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent",
-                              mqtt={"groups": ["lobby"]})
-    with running_agent(settings), Recorder(mqtt_broker.settings(), [DEV.status.as_filter()],
-                                           "watch") as watch:
-        watch.wait_json(DEV.status, lambda p: p["state"] == "online")
-        result = subprocess.run(
-            [sys.executable, "-m", "agent", "send", "--group", "lobby", "ping", "--wait",
-             "--timeout", "5"], capture_output=True, text=True, env=agent_env(settings),
-            timeout=120, check=False)
+def _tts(settings: Any, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "agent", *args], capture_output=True,
+                          text=True, env=agent_env(settings), timeout=timeout, check=False)
+
+
+def _device(broker: RabbitMq, models: Path, work: Path, device: str, *groups: str) -> Any:
+    return agent_settings(broker, models, work / device, device_id=device,
+                          mqtt={"groups": list(groups)})
+
+
+def _wait_online(broker: RabbitMq, device: str) -> None:
+    topic = Namespace("tts").device(device).status  # an exact topic: retained delivered
+    with Recorder(broker.settings(), [topic.as_filter()], f"watch-{device}") as watch:
+        watch.wait_json(topic, lambda p: p["state"] == "online", timeout=60)
+
+
+@pytest.fixture()
+def lobby(mqtt_broker: RabbitMq, tiny_voice_dir: Path, tmp_path: Path) -> Iterator[Any]:
+    """rb-1 (lobby) and rb-2 (lobby, hall) running; the controller's settings."""
+    models = tiny_voice_dir.parent
+    with running_agent(_device(mqtt_broker, models, tmp_path, "rb-1", "lobby")), \
+            running_agent(_device(mqtt_broker, models, tmp_path, "rb-2", "lobby", "hall")):
+        for device in ("rb-1", "rb-2"):
+            _wait_online(mqtt_broker, device)
+        yield _device(mqtt_broker, models, tmp_path, "controller")
+
+
+def test_fleet_lists_the_devices_that_answer_its_ping(lobby: Any) -> None:
+    """RabbitMQ 3.10 sends no retained message to a wildcard subscription: ``fleet`` finds no
+    device there, pings the fleet and lists those that answered, with their groups."""
+    result = _tts(lobby, "fleet", "--json", "--settle", "3")
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    devices = {d["device"]: d for d in document["devices"]}
+    assert set(devices) >= {"rb-1", "rb-2"}, result.stdout
+    assert devices["rb-1"]["state"] == "online" and devices["rb-1"]["groups"] == ["lobby"]
+    assert devices["rb-2"]["groups"] == ["lobby", "hall"]
+    assert devices["rb-2"]["voice"] == "tiny-test" and devices["rb-2"]["health"] is not None
+    assert document["answered_ping"] >= 2
+    result = _tts(lobby, "fleet", "--group", "hall", "--settle", "3")
+    assert result.returncode == 0, result.stderr
+    assert [line.split()[:3] for line in result.stdout.splitlines()[1:]] == [
+        ["rb-2", "online", "lobby,hall"]], result.stdout
+    assert "pinged the fleet; " in result.stderr, result.stderr
+    result = _tts(lobby, "fleet", "--probe", "never", "--settle", "1")
+    assert result.returncode == 0 and result.stdout.splitlines()[1:] == [], result.stdout
+
+
+def test_group_speak_accounts_for_every_member(lobby: Any) -> None:
+    """The membership comes from the ping's answers: the wait ends once both members finished
+    (not at the 600 s --timeout, which would outlast the bound on the command)."""
+    result = _tts(lobby, "send", "--group", "lobby", "speak", "Doors closing.", "--wait",
+                  "--timeout", "600", "--settle", "3")
     assert result.returncode == 0, result.stderr
     finals = [json.loads(line) for line in result.stdout.splitlines()]
-    assert [(e["device"], e["event"]) for e in finals] == [("t1", "pong")]
+    assert sorted((e["device"], e["event"]) for e in finals) == [
+        ("rb-1", "finished"), ("rb-2", "finished")]
+    assert "group lobby: 2 expected (online), 2 answered: 2 succeeded, 0 failed, 0 no answer" \
+        in result.stderr, result.stderr
+
+
+def test_group_speak_with_a_member_stopped_names_it(
+        lobby: Any, mqtt_broker: RabbitMq, tiny_voice_dir: Path, tmp_path: Path) -> None:
+    """rb-3 answers the probe's ping, then is frozen (SIGSTOP) before the speak is sent (the
+    ``--settle`` quiet after the last answer): the account names it and exits 3."""
+    stuck = _device(mqtt_broker, tiny_voice_dir.parent, tmp_path, "rb-3", "lobby")
+    events = Namespace("tts").all_events()
+    with daemon(stuck, tmp_path / "rb-3.log") as process, \
+            Recorder(mqtt_broker.settings(), [events], "events") as watch:
+        _wait_online(mqtt_broker, "rb-3")
+        send = subprocess.Popen(
+            [sys.executable, "-m", "agent", "send", "--group", "lobby", "speak", "Doors closing.",
+             "--wait", "--timeout", "10", "--settle", "8"], env=agent_env(lobby),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            watch.wait_for(lambda m: _json(m).get("event") == "pong"
+                           and _json(m).get("device") == "rb-3", timeout=60)
+            process.send_signal(signal.SIGSTOP)
+            stdout, stderr = send.communicate(timeout=120)
+        finally:
+            process.send_signal(signal.SIGCONT)
+            if send.poll() is None:
+                send.kill()
+    assert send.returncode == 3, stderr
+    assert sorted(json.loads(line)["device"] for line in stdout.splitlines()) == ["rb-1", "rb-2"]
+    lines = stderr.splitlines()
+    assert "3 expected (online), 2 answered: 2 succeeded, 0 failed, 1 no answer within 10 s" \
+        in lines[0], stderr
+    assert "tts-agent send: no answer: rb-3" in lines, stderr
