@@ -206,12 +206,34 @@ def test_fleet_watch_redraws_in_place_on_a_terminal(fleet: Settings) -> None:
     assert set(table(last.replace("\r", ""))) == {"lobby-1", "lobby-2", "hall-1", "old-1"}
 
 
+def test_the_ping_probe_does_not_disturb_the_retained_view(fleet: Settings) -> None:
+    """``--probe always`` pings the fleet on Mosquitto too: the running device answers, and
+    every row stays what the retained status and health say (the stopped, the dead and the
+    silent device included); ``auto`` does not ping where the retained topics name devices."""
+    def rows(*args: str) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+        result = tts("fleet", "--json", "--settle", "2", *args, settings=fleet)
+        assert result.returncode == 0, result.stderr
+        document = json.loads(result.stdout)
+        return document, {d["device"]: {k: v for k, v in d.items() if k != "health_age_s"}
+                          for d in document["devices"]}
+
+    read, retained = rows("--probe", "never")
+    pinged, probed = rows("--probe", "always")
+    assert probed == retained, (probed, retained)
+    assert set(retained) == {"lobby-1", "lobby-2", "hall-1", "old-1"}
+    assert read["answered_ping"] == 0 and pinged["answered_ping"] == 1
+    auto, _ = rows()
+    assert auto["answered_ping"] == 0
+
+
 def test_fleet_refuses_bad_options(fleet: Settings) -> None:
     result = tts("fleet", "--settle", "0", settings=fleet)
     assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.stderr
     assert "--settle" in result.stderr
     result = tts("fleet", "--state", "asleep", settings=fleet)
     assert result.returncode == 2 and "--state" in result.stderr
+    result = tts("fleet", "--probe", "sometimes", settings=fleet)
+    assert result.returncode == 2 and "--probe" in result.stderr
 
 
 @pytest.fixture()
