@@ -83,8 +83,48 @@ class Certificates:
                    directory / "server.key", directory / "client.crt", directory / "client.key")
 
 
+CLIENT_DEFAULTS: dict[str, Any] = {"reconnect_min_s": 0.1, "reconnect_max_s": 1.0,
+                                   "progress_interval_s": 3600.0}
+"""The tests' client settings: fast retries, and ``progress`` events only after an hour of quiet
+(so the tests that pin a request's exact events stay exact on a slow machine; tests of
+``progress`` set ``progress_interval_s`` themselves)."""
+
+
+class BrokerProcess:
+    """What the tests' broker processes share (:class:`Broker`, and
+    :class:`tests.support.other_brokers.RabbitMq`): a restart on the same port, the log, agents
+    connecting where the controller does."""
+
+    log_path: Path
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def settings(self, **extra: Any) -> MqttSettings:
+        raise NotImplementedError
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+
+    def device_settings(self, **extra: Any) -> MqttSettings:
+        """What agents connect with (:func:`agent_settings`): the same broker as the
+        controller's :meth:`settings` here; another one across a bridge
+        (:mod:`tests.support.other_brokers`)."""
+        return self.settings(**extra)
+
+
 @dataclass
-class Broker:
+class Broker(BrokerProcess):
     """One Mosquitto process on ``127.0.0.1:port``; restartable on the same port."""
 
     dir: Path
@@ -173,35 +213,14 @@ class Broker:
             self.process.stderr.close()
         self.process = None
 
-    def restart(self) -> None:
-        self.stop()
-        self.start()
-
-    def log_text(self) -> str:
-        try:
-            return self.log_path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return ""
-
     def settings(self, **extra: Any) -> MqttSettings:
-        """Client settings for this broker (TLS files filled in when the broker uses TLS).
-
-        ``progress`` events come only after an hour of quiet, so the tests that pin a
-        request's exact events stay exact on a slow machine; tests of ``progress`` set
-        ``progress_interval_s`` themselves."""
-        values: dict[str, Any] = {"host": self.host, "port": self.port,
-                                  "reconnect_min_s": 0.1, "reconnect_max_s": 1.0,
-                                  "progress_interval_s": 3600.0}
+        """Client settings for this broker (:data:`CLIENT_DEFAULTS`; TLS files filled in when
+        the broker uses TLS)."""
+        values: dict[str, Any] = {"host": self.host, "port": self.port, **CLIENT_DEFAULTS}
         if self.certs is not None:
             values.update(tls=True, ca_file=self.certs.ca)
         values.update(extra)
         return MqttSettings(**values)
-
-    def device_settings(self, **extra: Any) -> MqttSettings:
-        """What agents connect with (:func:`agent_settings`): the same broker as the
-        controller's :meth:`settings` here; another one across a bridge
-        (:mod:`tests.support.other_brokers`)."""
-        return self.settings(**extra)
 
 
 @contextmanager

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.settings import MqttSettings
-from tests.support.broker import Broker, free_port
+from tests.support.broker import CLIENT_DEFAULTS, Broker, BrokerProcess, free_port
 
 RABBITMQ_BIN = Path("/usr/lib/rabbitmq/bin")
 RABBITMQ_SERVER = RABBITMQ_BIN / "rabbitmq-server"
@@ -68,7 +68,7 @@ def _wait_for_port(host: str, port: int, timeout: float, alive: Any) -> None:
 
 
 @dataclass
-class RabbitMq:
+class RabbitMq(BrokerProcess):
     """One RabbitMQ node with the MQTT plugin, its MQTT listener on ``127.0.0.1:port``."""
 
     dir: Path
@@ -141,25 +141,11 @@ class RabbitMq:
             subprocess.run([str(EPMD), "-kill"], env=self.env(), capture_output=True,
                            timeout=30, check=False)
 
-    def restart(self) -> None:
-        self.stop()
-        self.start()
-
-    def log_text(self) -> str:
-        try:
-            return self.log_path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return ""
-
     def settings(self, **extra: Any) -> MqttSettings:
         """Client settings: MQTT 3.1.1 (RabbitMQ 3.10 has no MQTT 5), the tests' fast retries."""
         values: dict[str, Any] = {"host": self.host, "port": self.port, "protocol": "3.1.1",
-                                  "reconnect_min_s": 0.1, "reconnect_max_s": 1.0,
-                                  "progress_interval_s": 3600.0, **extra}
+                                  **CLIENT_DEFAULTS, **extra}
         return MqttSettings(**values)
-
-    def device_settings(self, **extra: Any) -> MqttSettings:
-        return self.settings(**extra)
 
 
 @contextmanager
@@ -173,7 +159,7 @@ def running_rabbitmq(directory: Path) -> Iterator[RabbitMq]:
 
 
 @dataclass
-class BridgedPair:
+class BridgedPair(BrokerProcess):
     """Two Mosquitto brokers: ``devices`` (A) where the agents connect, and ``controllers`` (B)
     where the controller does, B's configuration bridging the agent topics both ways to A
     (MQTT 5 bridge, so Response Topic and Correlation Data cross it too)."""
@@ -201,10 +187,6 @@ class BridgedPair:
     def stop(self) -> None:
         self.controllers.stop()
         self.devices.stop()
-
-    def restart(self) -> None:
-        self.stop()
-        self.start()
 
     def log_text(self) -> str:
         return f"{self.devices.log_text()}\n--- controllers ---\n{self.controllers.log_text()}"
