@@ -19,7 +19,6 @@ from agent.mqtt.client import InboundMessage
 from agent.mqtt.ha_addon import MARKER_NAME, HaDiscovery
 from agent.mqtt.topics import DiscoveryTopics, Namespace, Topic
 from agent.settings import Settings
-from tests.integration.test_backpressure import BYTES_PER_S, PacedSink
 from tests.support.broker import (
     Broker,
     Recorder,
@@ -29,6 +28,7 @@ from tests.support.broker import (
     running_agent,
 )
 from tests.support.make_tiny_voice import build_bundle
+from tests.support.paced_sink import BYTES_PER_S, PacedSink
 
 pytestmark = [pytest.mark.broker, pytest.mark.alsa]
 
