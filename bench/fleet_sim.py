@@ -245,11 +245,7 @@ def record(results: dict[str, Any]) -> Figures:
     for key, label in (("group_speak", "group speak: publish -> finished, per device"),
                        ("fleet_ping", "fleet ping: publish -> pong, per device")):
         values = results[key]
-        rows.append([label, *(figures.add(f"{key}.{stat}", values[stat], unit,
-                                          f"{label}: {stat.removesuffix('_ms')}")
-                              if stat in values else None
-                              for stat, unit in (("p50_ms", "ms"), ("p95_ms", "ms"),
-                                                 ("max_ms", "ms"), ("n", "")))])
+        rows.append(figures.latency_row(key, label, values))
         rows[-1].append(figures.add(f"{key}.no_answer", len(values["no_answer"]), "",
                                     f"{label}: devices that did not answer"))
     figures.table(f"{results['agents']} agents on a bridged Mosquitto pair (devices on A, the "

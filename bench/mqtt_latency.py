@@ -195,12 +195,7 @@ def record(results: dict[str, Any]) -> Figures:
     figures = Figures()
     rows: list[list[str | None]] = []
     for key, label in LATENCIES.items():
-        values = results[key]
-        rows.append([label, *(figures.add(f"{key}.{stat}", values[stat], unit,
-                                          f"{label}: {stat.removesuffix('_ms')}")
-                              if stat in values else None
-                              for stat, unit in (("p50_ms", "ms"), ("p95_ms", "ms"),
-                                                 ("max_ms", "ms"), ("n", "")))])
+        rows.append(figures.latency_row(key, label, results[key]))
     figures.table("Command channel latency (MQTT and Wyoming, same run)",
                   ["", "median", "p95", "max", "samples"], rows)
     burst = results["burst"]

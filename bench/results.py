@@ -60,6 +60,15 @@ class Figures:
             self.figures[key]["signed"] = True
         return key
 
+    def latency_row(self, key: str, label: str, values: dict[str, Any]) -> list[str | None]:
+        """A table row for a latency summary (``p50_ms``, ``p95_ms``, ``max_ms``, ``n``; a
+        missing one an empty cell), each recorded as ``key.STAT``."""
+        return [label, *(self.add(f"{key}.{stat}", values[stat], unit,
+                                  f"{label}: {stat.removesuffix('_ms')}")
+                         if stat in values else None
+                         for stat, unit in (("p50_ms", "ms"), ("p95_ms", "ms"),
+                                            ("max_ms", "ms"), ("n", "")))]
+
     def table(self, title: str, columns: list[str], rows: list[list[str | None]],
               note: str = "") -> None:
         """A table: each row is its label, then one figure key (or None: empty) per column
