@@ -98,3 +98,39 @@ def test_the_watch_table_fits_the_terminal() -> None:
     assert fit(lines, 40) == lines
     cut = fit(lines, 10)
     assert len(cut) == 9 and cut[0] == "HEADER" and cut[-1].startswith("... 23 more")
+
+
+def pong(device: str, request_id: str = "probe-1", **status: Any) -> dict[str, Any]:
+    return {"event": "pong", "final": True, "id": request_id, "device": device,
+            "status": {"state": "online", "version": "1.3", "default_voice": "amy",
+                       "pending": 1, "groups": ["lobby"],
+                       "health": {"state": "degraded", "reasons": ["audio: slow"]}, **status}}
+
+
+def test_the_probe_takes_its_own_pongs_and_the_retained_state_wins() -> None:
+    view = FleetView(NS, max_devices=3)
+    view.offer(message("tts/a/status", {"state": "stopped", "device": "a", "groups": ["hall"]}))
+    assert not view.offer(message("tts/b/events", pong("b")))  # no probe yet: the caller's
+    view.probe("probe-1")
+    assert view.offer(message("tts/a/events", pong("a")))
+    assert view.offer(message("tts/b/events", pong("b")))
+    rows = {r.device: r for r in view.rows()}
+    assert (rows["a"].state, rows["a"].groups) == ("stopped", ("hall",))  # retained wins
+    assert (rows["b"].state, rows["b"].groups, rows["b"].voice, rows["b"].version) == (
+        "online", ("lobby",), "amy", "1.3")
+    assert (rows["b"].health, rows["b"].last_error, rows["b"].pending) == (
+        "degraded", "audio: slow", 1)
+    assert view.members("lobby") == {"b"} and view.answered == 2
+    # not an answer to this probe: left to the caller, never taken for a device
+    for topic, payload in (("tts/c/events", pong("c", "other")),   # another request's pong
+                           ("tts/c/events", pong("d")),            # names another device
+                           ("tts/c/events", b'{"event": "pong"'),  # not JSON
+                           ("tts/c/events", {"event": "finished", "id": "probe-1"}),
+                           ("tts/c/events", b'"pong"' + b" " * 200_000)):  # too large
+        assert not view.offer(message(topic, payload)), payload
+    assert len(view) == 2 and view.answered == 2
+    view.offer(message("tts/b/status", {"state": "offline", "device": "b"}))
+    assert view.rows()[1].state == "offline"  # a later retained or live status still wins
+    for device in ("c", "d"):
+        view.offer(message(f"tts/{device}/events", pong(device)))
+    assert len(view) == 3 and view.over_cap == 1  # the device cap holds for answers too
