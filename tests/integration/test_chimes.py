@@ -25,7 +25,7 @@ from agent.service import AgentService
 from agent.settings import ChimeSettings, Settings
 from tests.support.alsa_sink import AlsaConfig, FifoSink, read_samples, trim_silence
 from tests.support.broker import Broker, Recorder, agent_env, agent_settings, running_agent
-from tests.support.controller import final_for, kinds_for, online_controller
+from tests.support.controller import controller_fixture, final_for, kinds_for
 
 pytestmark = [pytest.mark.broker, pytest.mark.alsa]
 
@@ -67,11 +67,7 @@ def agent(mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Path, chimes_dir:
         yield service
 
 
-@pytest.fixture()
-def controller(mqtt_broker: Broker, agent: AgentService) -> Iterator[Recorder]:
-    """A controller watching the device's events; returns once the agent is online."""
-    with online_controller(mqtt_broker) as recorder:
-        yield recorder
+controller = controller_fixture()
 
 
 def on_device(chunks: Sequence[AudioChunk], rate: int) -> np.ndarray:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from tests.support.broker import (
     running_agent,
     running_broker,
 )
-from tests.support.controller import events_for, final_for, online_controller
+from tests.support.controller import agent_fixture, controller_fixture, events_for, final_for
 
 pytestmark = [pytest.mark.broker, pytest.mark.alsa]
 
@@ -28,18 +28,8 @@ NS = Namespace("tts")
 DEV = NS.device("t1")
 
 
-@pytest.fixture()
-def agent(mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Path) -> Iterator[AgentService]:
-    settings = agent_settings(mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent")
-    with running_agent(settings) as service:
-        yield service
-
-
-@pytest.fixture()
-def controller(mqtt_broker: Broker, agent: AgentService) -> Iterator[Recorder]:
-    """A controller watching the device's events; returns once the agent is online."""
-    with online_controller(mqtt_broker) as recorder:
-        yield recorder
+agent = agent_fixture()
+controller = controller_fixture()
 
 
 def audio_bytes(service: AgentService) -> int:

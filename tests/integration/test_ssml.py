@@ -11,7 +11,6 @@ import runpy
 import subprocess
 import sys
 import wave
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from agent.settings import ChimeSettings
 from agent.text.normalize.say_as import say_as
 from tests.support.alsa_sink import read_samples
 from tests.support.broker import Broker, Recorder, agent_settings, running_agent
-from tests.support.controller import final_for, kinds_for, online_controller
+from tests.support.controller import agent_fixture, controller_fixture, final_for, kinds_for
 from tests.support.make_tiny_voice import SAMPLE_RATE, build_config, build_model
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,18 +38,8 @@ BILLION_LAUGHS = (
     + "]><speak>&lol9;</speak>").replace("&lol0;", "&lol;")
 
 
-@pytest.fixture()
-def agent(mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Path) -> Iterator[AgentService]:
-    settings = agent_settings(mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent")
-    with running_agent(settings) as service:
-        yield service
-
-
-@pytest.fixture()
-def controller(mqtt_broker: Broker, agent: AgentService) -> Iterator[Recorder]:
-    """A controller watching the device's events; returns once the agent is online."""
-    with online_controller(mqtt_broker) as recorder:
-        yield recorder
+agent = agent_fixture()
+controller = controller_fixture()
 
 
 def speak(controller: Recorder, request_id: str, text: str, **fields: Any) -> dict[str, Any]:

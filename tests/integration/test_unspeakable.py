@@ -4,7 +4,6 @@ nothing played; a request naming such a voice is spoken; emoji alone have nothin
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,8 +11,8 @@ import pytest
 from agent.mqtt.topics import Namespace
 from agent.service import AgentService
 from tests.support import make_tiny_voice
-from tests.support.broker import Broker, Recorder, agent_settings, running_agent
-from tests.support.controller import final_for, kinds_for, online_controller
+from tests.support.broker import Recorder
+from tests.support.controller import agent_fixture, controller_fixture, final_for, kinds_for
 
 pytestmark = [pytest.mark.broker, pytest.mark.alsa]
 
@@ -28,19 +27,8 @@ def add_chinese_voice(models: Path) -> None:
                                      source="tests/integration/test_unspeakable.py")
 
 
-@pytest.fixture()
-def agent(mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Path) -> Iterator[AgentService]:
-    add_chinese_voice(tiny_voice_dir.parent)
-    settings = agent_settings(mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent")
-    with running_agent(settings) as service:
-        yield service
-
-
-@pytest.fixture()
-def controller(mqtt_broker: Broker, agent: AgentService) -> Iterator[Recorder]:
-    """A controller watching the device's events; returns once the agent is online."""
-    with online_controller(mqtt_broker) as recorder:
-        yield recorder
+agent = agent_fixture(prepare=add_chinese_voice)
+controller = controller_fixture()
 
 
 def audio_bytes(service: AgentService) -> int:

@@ -1,17 +1,24 @@
 """The controller side of the integration tests: an MQTT client watching one device's events and
 status over the test broker (:class:`~tests.support.broker.Recorder`), which a test gets once the
-agent says it is online, and what it reads of a request's events."""
+agent says it is online, and what it reads of a request's events. A test module that wants the
+usual pair of fixtures writes ``agent = agent_fixture()`` and ``controller = controller_fixture()``.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
-from agent.mqtt.topics import DeviceTopics, Namespace, TopicFilter
-from tests.support.broker import Broker, Recorder
+import pytest
 
-__all__ = ["DEV", "events_for", "final_for", "kinds_for", "online_controller"]
+from agent.mqtt.topics import DeviceTopics, Namespace, TopicFilter
+from agent.service import AgentService
+from tests.support.broker import Broker, Recorder, agent_settings, running_agent
+
+__all__ = ["DEV", "agent_fixture", "controller_fixture", "events_for", "final_for", "kinds_for",
+           "online_controller"]
 
 DEV = Namespace("tts").device("t1")
 """The device :func:`tests.support.broker.agent_settings` makes by default."""
@@ -46,3 +53,28 @@ def final_for(recorder: Recorder, request_id: str, timeout: float = 60,
     """Waits for the final event of ``request_id`` (fails the test after ``timeout``)."""
     return recorder.wait_json(device.events, lambda e: e["id"] == request_id and e["final"],
                               timeout)
+
+
+def agent_fixture(prepare: Callable[[Path], None] | None = None) -> Any:
+    """An ``agent`` fixture: the agent with the tiny voice on the test broker, speaking into an
+    ALSA file PCM (:func:`tests.support.broker.agent_settings`); ``prepare`` is given the models
+    directory first (to install another voice)."""
+    @pytest.fixture()
+    def agent(mqtt_broker: Broker, tiny_voice_dir: Path,
+              tmp_path: Path) -> Iterator[AgentService]:
+        if prepare is not None:
+            prepare(tiny_voice_dir.parent)
+        settings = agent_settings(mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent")
+        with running_agent(settings) as service:
+            yield service
+    return agent
+
+
+def controller_fixture() -> Any:
+    """A ``controller`` fixture for the module's ``agent`` fixture: :func:`online_controller`."""
+    @pytest.fixture()
+    def controller(mqtt_broker: Broker, agent: AgentService) -> Iterator[Recorder]:
+        """A controller watching the device's events; returns once the agent is online."""
+        with online_controller(mqtt_broker) as recorder:
+            yield recorder
+    return controller
