@@ -20,7 +20,13 @@ from tests.support.broker import (
     running_agent,
     running_broker,
 )
-from tests.support.controller import agent_fixture, controller_fixture, events_for, final_for
+from tests.support.controller import (
+    agent_fixture,
+    controller_fixture,
+    events_for,
+    final_for,
+    online_controller,
+)
 
 pytestmark = [pytest.mark.broker, pytest.mark.alsa]
 
@@ -206,8 +212,8 @@ def test_hermes_say_and_say_finished(mqtt_broker: Broker, tiny_voice_dir: Path,
                               mqtt={"site_id": "kitchen"})
     filters = [HERMES_SAY_FINISHED.as_filter(), HERMES_ERROR.as_filter(),
                DEV.events.as_filter(), DEV.status.as_filter()]
-    with running_agent(settings), Recorder(mqtt_broker.settings(), filters, "rhasspy") as hermes:
-        hermes.wait_json(DEV.status, lambda p: p["state"] == "online")
+    with running_agent(settings), online_controller(mqtt_broker, filters=filters,
+                                                    name="rhasspy") as hermes:
         hermes.publish(HERMES_SAY, {"text": "Other room.", "siteId": "bedroom", "id": "x-0"})
         hermes.publish(HERMES_SAY, {"text": "Dinner is ready.", "siteId": "kitchen",
                                     "id": "5f2c-41", "sessionId": "s-9", "lang": "en",

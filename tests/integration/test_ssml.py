@@ -23,7 +23,13 @@ from agent.settings import ChimeSettings
 from agent.text.normalize.say_as import say_as
 from tests.support.alsa_sink import read_samples
 from tests.support.broker import Broker, Recorder, agent_settings, running_agent
-from tests.support.controller import agent_fixture, controller_fixture, final_for, kinds_for
+from tests.support.controller import (
+    agent_fixture,
+    controller_fixture,
+    final_for,
+    kinds_for,
+    online_controller,
+)
 from tests.support.make_tiny_voice import SAMPLE_RATE, build_config, build_model
 
 REPO = Path(__file__).resolve().parents[2]
@@ -156,8 +162,8 @@ def test_hermes_say_takes_ssml(mqtt_broker: Broker, tiny_voice_dir: Path,
                               mqtt={"site_id": "kitchen"})
     filters = [HERMES_SAY_FINISHED.as_filter(), HERMES_ERROR.as_filter(),
                DEV.events.as_filter(), DEV.status.as_filter()]
-    with running_agent(settings), Recorder(mqtt_broker.settings(), filters, "rhasspy") as hermes:
-        hermes.wait_json(DEV.status, lambda p: p["state"] == "online")
+    with running_agent(settings), online_controller(mqtt_broker, filters=filters,
+                                                    name="rhasspy") as hermes:
         hermes.publish(HERMES_SAY, {"text": '<speak>Dinner <break time="300ms"/> is ready'
                                             "</speak>", "siteId": "kitchen", "id": "h-1"})
         assert hermes.wait_json(HERMES_SAY_FINISHED, lambda p: p["id"] == "h-1")
