@@ -116,6 +116,9 @@ def _common(parser: argparse.ArgumentParser, *, top: bool) -> None:
                  "seconds before sending (default 1)")
     _option(parser, "--probe", top=top, choices=PROBES, default="auto",
             help="--group/--all --wait: " + PROBE_HELP)
+    _option(parser, "--online-only", top=top, action="store_true", default=False,
+            help="--group/--all --wait: members stopped or offline when sent are named but "
+                 "do not make the exit status 3")
     _option(parser, "--id", top=top, dest="request_id", help="request id (default: generated)")
     _connection(parser, top=top)
     if not top:
@@ -304,7 +307,7 @@ def run(args: argparse.Namespace) -> int:
         if view is not None:
             return await_account(inbox, request_id, timeout, reply=reply,
                                  correlation=correlation, progress=args.progress, view=view,
-                                 group=args.group)
+                                 group=args.group, online_only=args.online_only)
         return await_final(inbox, request_id, timeout, reply=reply, correlation=correlation,
                            single=True, progress=args.progress)
     finally:

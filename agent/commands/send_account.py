@@ -14,9 +14,11 @@ devices that answered without being expected (``extra``: joined meanwhile, or th
 not retained) and the known members that were not online when the command was sent.
 
 Exit status: 0 every expected device finished (and every extra one); 1 every expected device
-answered but some did not succeed; 3 some expected device did not answer. With no device
-expected (no retained status on this broker, no answer to the probe) the wait is the old one:
-until ``--timeout`` passed without an event, 3 when nothing answered.
+answered but some did not succeed; 3 some expected device did not answer, or some known member
+was stopped or offline when the command was sent (it did not finish either; ``--online-only``
+leaves those out of the status, for fleets whose retired devices keep a retained status).
+With no device expected (no retained status on this broker, no answer to the probe) the wait is
+the old one: until ``--timeout`` passed without an event, 3 when nothing answered.
 
 A helper module of :mod:`agent.commands.send`: it adds no sub-command of its own.
 """
@@ -74,6 +76,10 @@ class Account:
     extra: dict[str, dict[str, Any]] = field(default_factory=dict)
     lost: dict[str, str] = field(default_factory=dict)
     """Expected devices whose presence went offline/stopped during the wait."""
+    not_online: dict[str, str] = field(default_factory=dict)
+    """Known members that were stopped or offline when the command was sent (state by id)."""
+    online_only: bool = False
+    """True (``--online-only``): :attr:`not_online` members do not make the status 3."""
     silent_when_sent: set[str] = field(default_factory=set)
     """Expected devices whose last health report was already stale (``fleet``'s ``silent``)."""
     deadline: dict[str, float] = field(default_factory=dict)
@@ -97,7 +103,7 @@ class Account:
         return sorted(d for d, e in self.finals.items() if not succeeded(e))
 
     def status(self) -> int:
-        if self.silent():
+        if self.silent() or (self.not_online and not self.online_only):
             return NO_ANSWER
         everyone = [*self.finals.values(), *self.extra.values()]
         return OK if all(succeeded(e) for e in everyone) else FAILED
@@ -105,11 +111,12 @@ class Account:
 
 def await_account(inbox: Inbox, request_id: str, timeout: float, *,
                   reply: Topic | None, correlation: bytes | None, progress: bool,
-                  view: FleetView, group: str | None) -> int:
+                  view: FleetView, group: str | None, online_only: bool = False) -> int:
     """Collect the finals of the devices ``view`` expects; print them and the summary; the
     exit status (see the module docstring)."""
-    account = Account(view.members(group), timeout)
+    account = Account(view.members(group), timeout, online_only=online_only)
     not_online = {d: s for d, s in view.known_members(group).items() if d not in account.expected}
+    account.not_online = not_online
     account.silent_when_sent = {r.device for r in view.rows() if r.state == "silent"
                                 and r.device in account.expected}
     now = time.monotonic()

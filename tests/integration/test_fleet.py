@@ -302,6 +302,29 @@ def test_group_speak_with_a_member_stopped_names_it(lobby: Settings, mqtt_broker
     assert "tts-agent send: no answer: lobby-3" in lines, result.stderr
 
 
+def test_group_speak_with_a_member_stopped_cleanly_exits_3_and_names_it(
+        lobby: Settings, mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Path) -> None:
+    """A member whose retained status says stopped did not finish: exit 3 without waiting
+    for it, named in the summary; --online-only names it but leaves the status 0."""
+    member = settings_for(mqtt_broker, tiny_voice_dir.parent, tmp_path, "lobby-3", "lobby")
+    with daemon(member, tmp_path / "lobby-3.log") as process:
+        wait_state(mqtt_broker, "lobby-3", "online")
+        process.send_signal(signal.SIGTERM)
+        process.wait(60)
+    wait_state(mqtt_broker, "lobby-3", "stopped")
+    result = tts("send", "--group", "lobby", "speak", "Doors closing.", "--wait",
+                 "--timeout", "600", settings=lobby)
+    assert result.returncode == 3, result.stderr
+    assert sorted(json.loads(line)["device"] for line in result.stdout.splitlines()) == [
+        "lobby-1", "lobby-2"]
+    assert "tts-agent send: not online when sent: lobby-3 (stopped)" in \
+        result.stderr.splitlines(), result.stderr
+    result = tts("send", "--group", "lobby", "ping", "--wait", "--online-only",
+                 "--timeout", "600", settings=lobby)
+    assert result.returncode == 0, result.stderr
+    assert "not online when sent: lobby-3 (stopped)" in result.stderr
+
+
 def test_a_member_whose_last_will_comes_during_the_wait_is_not_waited_for(
         lobby: Settings, mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Path) -> None:
     """SIGSTOP with a 15 s keepalive: still online when the membership is read (the broker
