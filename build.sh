@@ -24,8 +24,11 @@ APT_PACKAGES=(
   python3-venv python3-dev build-essential pkg-config
   libespeak-ng1 espeak-ng-data espeak-ng
   libasound2 libasound2-dev alsa-utils
-  mosquitto mosquitto-clients openssl rabbitmq-server
+  mosquitto mosquitto-clients openssl
   sox systemd prometheus-node-exporter
+)
+TEST_APT_PACKAGES=(  # only `./build.sh test` needs these
+  rabbitmq-server    # a second broker: tests/integration/test_rabbitmq.py runs a node of its own
 )
 
 say() {  # bold on a terminal only, and never with NO_COLOR (https://no-color.org)
@@ -36,9 +39,9 @@ say() {  # bold on a terminal only, and never with NO_COLOR (https://no-color.or
   fi
 }
 
-apt_packages() {
+apt_packages() {  # the Debian packages named as arguments that are not installed yet
   local missing=()
-  for pkg in "${APT_PACKAGES[@]}"; do
+  for pkg in "$@"; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" \
       || missing+=("$pkg")
   done
@@ -55,7 +58,7 @@ apt_packages() {
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   # Debian's mosquitto package starts a broker on :1883; the agent and tests start their own
-  # (rabbitmq-server too: tests/integration/test_rabbitmq.py runs a node of its own).
+  # (rabbitmq-server's too).
 }
 
 venv() {
@@ -149,7 +152,7 @@ chimes() {  # the chimes that ship with the agent, generated here (docs/chimes.m
 }
 
 setup() {
-  apt_packages
+  apt_packages "${APT_PACKAGES[@]}"
   venv
   chimes
   voice
@@ -159,6 +162,7 @@ setup() {
 
 cmd_test() {
   setup
+  apt_packages "${TEST_APT_PACKAGES[@]}"
   say "running the tests"
   "$PY" -m pytest "$@"
 }
