@@ -160,7 +160,10 @@ def test_a_damaged_fp32_while_int8_serves_is_reported(bundle: Path) -> None:
     settle(bundle)
     assert reload(library) == ["unchanged"]  # int8 keeps serving
     assert library.get() is voice
-    damaged = events.wait_for_event(lambda e: e["event"] == "model_damaged")
+    # The load's background hash of the unserved fp32 may still be reading when the file is
+    # cut, and then reports it first ("sha256 does not match"): wait for the reload's finding.
+    damaged = events.wait_for_event(lambda e: e["event"] == "model_damaged"
+                                    and "size" in e["reason"])
     assert damaged["files"] == [FP32] and "size" in damaged["reason"]
     state, reasons = health_of(library)
     assert state == "degraded" and FP32 in reasons[0] and "not served" in reasons[0]
