@@ -42,10 +42,10 @@ from results import Figures, add_json_option, write_result  # noqa: E402
 from wyoming.client import AsyncTcpClient  # noqa: E402
 from wyoming.tts import Synthesize  # noqa: E402
 
+from agent.daemon.service import AgentService  # noqa: E402
 from agent.logs import configure_logging  # noqa: E402
 from agent.mqtt.client import InboundMessage, MqttClient, OutboundMessage  # noqa: E402
 from agent.mqtt.topics import Namespace  # noqa: E402
-from agent.service import AgentService  # noqa: E402
 from agent.settings import MqttSettings, Settings  # noqa: E402
 
 DEVICE = "bench"

@@ -34,8 +34,8 @@ from pydantic_settings import BaseSettings
 from agent.mqtt import protocol, topics
 from agent.mqtt.hermes import HermesSay
 from agent.settings import DEFAULT_CONFIG_PATH, Settings
-from agent.settings_chimes import default_chimes_dir
-from agent.settings_paths import default_cache_dir, default_model_dir
+from agent.settings.chimes import default_chimes_dir
+from agent.settings.paths import default_cache_dir, default_model_dir
 
 __all__ = ["PAGES", "FieldDoc", "configuration_page", "env_name", "field_doc", "main",
            "model_table", "mqtt_page", "settings_fields", "settings_sections", "stale_pages"]

@@ -318,7 +318,7 @@ def _audio(settings: Settings, profile: EffectiveProfile | None) -> Check:
 def explain(settings: Settings, config: Path | None, checks: list[Check]) -> list[str]:
     """What ``--explain`` prints: the file read, the path rule, every check, whose access."""
     from agent.settings import DEFAULT_CONFIG_PATH
-    from agent.settings_paths import path_rule
+    from agent.settings.paths import path_rule
 
     if config is not None:
         source = f"{os.path.abspath(config)} (--config)"

@@ -48,10 +48,10 @@ def run(args: argparse.Namespace) -> int:
     voices = VoiceLibrary.for_settings(settings, profile=profile[0])
     preloading = voices.preload()
 
+    from agent.daemon.mainloop import run_until_signal
+    from agent.daemon.service import AgentService
     from agent.logs import get_logger
     from agent.mqtt.topics import TopicError
-    from agent.service import AgentService
-    from agent.signals import run_until_signal
 
     def reread() -> Settings:
         return load_settings(config)

@@ -4,7 +4,7 @@ what is retained on ``{prefix}/{device}/health`` and what the reporters read.
 The report is plain JSON-able data, so its types are TypedDicts: the dict that is built
 is the dict that is serialized, key for key and in the same order. The fixed part
 (``schema`` ... ``system``) is built by :class:`~agent.health.snapshot.Health` itself; the
-sections after it come from the providers the daemon registers (:mod:`agent.service_health`).
+sections after it come from the providers the daemon registers (:mod:`agent.daemon.health`).
 A provider that raises is reported as :class:`ProviderError` in its section's place.
 
 At run time this module imports nothing from the agent, so any part may name its section

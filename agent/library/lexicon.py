@@ -12,7 +12,7 @@ is logged with the reason and kept in :meth:`LexiconHolder.status` (the health r
 lexicon, and says so.
 
 Reloads come from the :class:`LexiconWatcher` (watchdog on the file's directory, debounced like
-:mod:`agent.library.watch`), SIGHUP and the ``reload`` command (:mod:`agent.reload`). The
+:mod:`agent.library.watch`), SIGHUP and the ``reload`` command (:mod:`agent.daemon.reload`). The
 watcher runs as the daemon's ``lexicon`` add-on (:func:`build`).
 """
 
@@ -32,9 +32,9 @@ from agent.voice.bundle import read_manifest, resolve_bundle_dir
 from agent.voice.config import VoiceConfig
 
 if TYPE_CHECKING:
+    from agent.daemon.service import AgentService
     from agent.health.report import LexiconSection
     from agent.library.voices import VoiceLibrary
-    from agent.service import AgentService
     from agent.settings import Settings
     from agent.text.document import Piece
 
@@ -205,7 +205,7 @@ def holder_of(voices: VoiceLibrary) -> LexiconHolder | None:
 
 
 def build(service: AgentService) -> LexiconAddon | None:
-    """The add-on for ``service`` (:mod:`agent.service_addons`); None without a lexicon."""
+    """The add-on for ``service`` (:mod:`agent.daemon.addons`); None without a lexicon."""
     holder = holder_of(service.voices)
     if holder is None:
         return None

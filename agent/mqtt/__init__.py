@@ -12,5 +12,5 @@
 - :mod:`~agent.mqtt.hermes`: Hermes (Rhasspy/Snips) TTS compatibility.
 
 The speak job queue and the synthesis worker the dispatcher hands speak commands to are not
-transport: they live in :mod:`agent.pipeline`. :mod:`agent.service` wires them together.
+transport: they live in :mod:`agent.pipeline`. :mod:`agent.daemon.service` wires them together.
 """

@@ -1,4 +1,4 @@
-"""Home Assistant MQTT discovery as an add-on of the daemon (:mod:`agent.service_addons`): when
+"""Home Assistant MQTT discovery as an add-on of the daemon (:mod:`agent.daemon.addons`): when
 the discovery message is published, re-published and removed.
 
 - On every connect, and whenever Home Assistant's birth message (``online`` on
@@ -38,8 +38,8 @@ from agent.mqtt.topics import DeviceTopics, DiscoveryTopics, Topic, TopicError
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from agent.daemon.service import AgentService
     from agent.mqtt.intake import Intake
-    from agent.service import AgentService
     from agent.settings import MqttSettings, Settings
 
 __all__ = ["MARKER_NAME", "MIN_INTERVAL_S", "HaDiscovery", "HaOptions", "build",
@@ -230,7 +230,7 @@ def _hardware(service: AgentService) -> str | None:
 
 
 def build(service: AgentService) -> HaDiscovery | None:
-    """The add-on (:data:`agent.service_addons.FACTORIES`), whenever MQTT is on: switched off it
+    """The add-on (:data:`agent.daemon.addons.FACTORIES`), whenever MQTT is on: switched off it
     still removes a discovery message published before."""
     if service.client is None:
         return None

@@ -1,7 +1,7 @@
 """After a restart: a final event for every request the request journal kept from the last run.
 
 :func:`answer_journalled` runs once at start-up, before the dispatcher takes any new command
-(:meth:`agent.service.AgentService.start`). Each request left in the journal
+(:meth:`agent.daemon.service.AgentService.start`). Each request left in the journal
 (:mod:`agent.mqtt.journal`) is answered, on the events topic, on its Response Topic with its
 Correlation Data and, for a Hermes say, on ``hermes/error/tts`` and ``hermes/tts/sayFinished``:
 

@@ -1,4 +1,4 @@
-"""The Wyoming server as one of the daemon's add-ons (:mod:`agent.service_addons`).
+"""The Wyoming server as one of the daemon's add-ons (:mod:`agent.daemon.addons`).
 
 :func:`build` returns None while ``wyoming.uri`` is unset, so a daemon without it never imports
 the ``wyoming`` library. Otherwise the add-on serves from the service's voice library and phrase
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from agent.service import AgentService
+    from agent.daemon.service import AgentService
     from agent.wyoming.server import WyomingServer
 
 __all__ = ["WyomingAddon", "build"]

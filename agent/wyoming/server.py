@@ -27,7 +27,7 @@ from wyoming.error import Error
 from wyoming.event import async_write_event
 
 from agent.logs import get_logger
-from agent.settings_wyoming import parse_uri
+from agent.settings.wyoming import parse_uri
 from agent.wyoming.announce import Announcer
 from agent.wyoming.connection import Connection
 

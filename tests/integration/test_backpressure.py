@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
+from agent.daemon.service import AgentService
 from agent.mqtt.topics import Namespace
-from agent.service import AgentService
 from tests.support.broker import (
     Broker,
     Recorder,

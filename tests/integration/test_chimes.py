@@ -20,8 +20,8 @@ import pytest
 
 from agent.audio.convert import StreamConverter, encode
 from agent.audio.format import AudioChunk, AudioFormat
+from agent.daemon.service import AgentService
 from agent.mqtt.topics import Namespace
-from agent.service import AgentService
 from agent.settings import ChimeSettings, Settings
 from tests.support.alsa_sink import AlsaConfig, FifoSink, read_samples, trim_silence
 from tests.support.broker import Broker, Recorder, agent_env, agent_settings, running_agent

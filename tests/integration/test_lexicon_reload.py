@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from agent.daemon.service import AgentService
 from agent.mqtt.topics import Namespace
-from agent.service import AgentService
 from agent.settings import Settings, TextSettings
 from agent.text.frontend import Frontend
 from tests.integration.test_check_config import Setup, refused

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from agent.daemon.service import AgentService
 from agent.library.voices import VoiceLibrary
 from agent.mqtt.topics import Namespace
-from agent.service import AgentService
 from agent.voice.bundle import read_manifest, sha256_file, write_manifest
 from tests.support import make_tiny_voice
 from tests.support.broker import Broker, Recorder, agent_settings, running_agent

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from agent.daemon.service import AgentService
 from agent.library.install import ImportRefused, import_voice
 from agent.mqtt.topics import Namespace
-from agent.service import AgentService
 from agent.voice.bundle import resolve_bundle_dir, verify_bundle
 from tests.support import make_tiny_voice
 from tests.support.broker import Broker, Recorder, agent_settings, running_agent

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from agent.daemon.service import AgentService
 from agent.mqtt.topics import HERMES_ERROR, HERMES_SAY, HERMES_SAY_FINISHED, Namespace, Topic
-from agent.service import AgentService
 from tests.support.broker import (
     Broker,
     Recorder,

@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
+from agent.daemon.service import AgentService
 from agent.mqtt.topics import Namespace, Topic, TopicFilter
-from agent.service import AgentService
 from agent.settings import Settings
 from tests.support import stall_voice
 from tests.support.broker import (

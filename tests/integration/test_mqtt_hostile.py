@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from agent.daemon.service import AgentService
 from agent.mqtt.topics import (
     HERMES_ERROR,
     HERMES_SAY,
@@ -18,7 +19,6 @@ from agent.mqtt.topics import (
     MAX_TOPIC_BYTES,
     Namespace,
 )
-from agent.service import AgentService
 from tests.support.broker import Broker, Recorder, agent_settings, running_agent
 from tests.support.raw_mqtt import RawPublisher
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from agent.daemon.service import AgentService
 from agent.mqtt.topics import Namespace
-from agent.service import AgentService
 from agent.voice.bundle import verify_bundle, write_manifest
 from tests.support.broker import Broker, Recorder, agent_settings, running_agent
 

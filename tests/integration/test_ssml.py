@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from agent.daemon.service import AgentService
 from agent.mqtt.topics import HERMES_ERROR, HERMES_SAY, HERMES_SAY_FINISHED, Namespace
-from agent.service import AgentService
 from agent.settings import ChimeSettings
 from agent.text.normalize.say_as import say_as
 from tests.support.alsa_sink import read_samples

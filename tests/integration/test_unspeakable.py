@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from agent.daemon.service import AgentService
 from agent.mqtt.topics import Namespace
-from agent.service import AgentService
 from tests.support import make_tiny_voice
 from tests.support.broker import Recorder
 from tests.support.controller import agent_fixture, controller_fixture, final_for, kinds_for

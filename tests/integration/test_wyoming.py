@@ -32,9 +32,9 @@ from wyoming.tts import (
     SynthesizeVoice,
 )
 
+from agent.daemon.service import AgentService
 from agent.health import prometheus
 from agent.mqtt.topics import Namespace
-from agent.service import AgentService
 from agent.settings import Settings, WyomingSettings
 from agent.voice.bundle import write_manifest
 from tests.support import make_tiny_voice

@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent.daemon.service import AgentService
 from agent.mqtt.client import InboundMessage, MqttClient, OutboundMessage
 from agent.mqtt.topics import Topic, TopicFilter
-from agent.service import AgentService
 from agent.settings import MqttSettings, Settings
 
 MOSQUITTO = "/usr/sbin/mosquitto"

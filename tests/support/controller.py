@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from agent.daemon.service import AgentService
 from agent.mqtt.topics import DeviceTopics, Namespace, TopicFilter
-from agent.service import AgentService
 from tests.support.broker import Broker, Recorder, agent_settings, running_agent
 
 __all__ = ["DEV", "agent_fixture", "controller_fixture", "events_for", "final_for", "kinds_for",

@@ -330,7 +330,7 @@ def test_an_oversize_voice_is_rejected_and_the_old_one_keeps_serving(tiny_voice_
 
 
 def test_the_size_bound_has_one_default() -> None:
-    from agent.settings_sections import ModelSettings
+    from agent.settings import ModelSettings
     from agent.voice.bundle import DEFAULT_MAX_FILE_BYTES
 
     assert ModelSettings().max_model_bytes == DEFAULT_MAX_FILE_BYTES

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from agent.daemon.reload import reload_settings
 from agent.mqtt.client import InboundMessage
 from agent.mqtt.ha_addon import published_topic
 from agent.mqtt.ha_discovery import DiscoveryInfo, discovery_payload, notify_request
 from agent.mqtt.protocol import CommandRejected, SpeakCommand
 from agent.mqtt.topics import DiscoveryTopics, Namespace, Topic, TopicError
-from agent.reload import reload_settings
 from agent.settings import MqttSettings, Settings
 
 

@@ -326,7 +326,7 @@ def test_resolving_a_profile_loads_neither_the_voice_nor_onnxruntime() -> None:
             "from agent.settings import Settings\n"
             "resolve_profile(Settings(device_id='t1'), sysroot=sys.argv[1], use_tune=False)\n"
             "heavy = [m for m in sys.modules if m.startswith(('onnxruntime', 'agent.voice.',\n"
-            "         'agent.library', 'agent.pipeline', 'agent.mqtt', 'agent.service'))]\n"
+            "         'agent.library', 'agent.pipeline', 'agent.mqtt', 'agent.daemon'))]\n"
             "heavy = [m for m in heavy if m != 'agent.voice.streaming']  # settings' defaults\n"
             "print(heavy)\n")
     result = subprocess.run([sys.executable, "-c", code, str(sysroot("rpi4"))],

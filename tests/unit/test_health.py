@@ -575,9 +575,9 @@ def test_the_report_types_name_every_key_the_snapshot_has(health: Health) -> Non
 def test_the_daemon_sections_have_the_keys_their_types_name(
     settings: Settings, tmp_path: Path,
 ) -> None:
+    from agent.daemon.health import mqtt_section, phrase_cache_section
     from agent.health.report import MqttSection, PhraseCacheSection
     from agent.pipeline.phrase_cache import PhraseCache
-    from agent.service_health import mqtt_section, phrase_cache_section
 
     off = mqtt_section(None, settings.mqtt)
     assert off == {"enabled": False, "connected": False}

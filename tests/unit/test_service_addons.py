@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.service_addons import AddonSet
+from agent.daemon.addons import AddonSet
 
 
 class _Addon:

@@ -155,7 +155,7 @@ def test_defaults_in_a_checkout_do_not_depend_on_the_current_directory(
 def test_defaults_of_an_installed_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import os
 
-    from agent import settings_paths
+    from agent.settings import paths as settings_paths
 
     clean_environment(monkeypatch)
     monkeypatch.setattr(settings_paths, "checkout_root", lambda: None)  # as in site-packages

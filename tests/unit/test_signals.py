@@ -1,5 +1,5 @@
-"""The main thread's signal loop (:func:`agent.signals.run_until_signal`) when the kernel hands
-the signal to a worker thread.
+"""The main thread's signal loop (:func:`agent.daemon.mainloop.run_until_signal`) when the
+kernel hands the signal to a worker thread.
 
 Python runs signal handlers on the main thread only; a signal delivered to another thread
 (the kernel picks any thread that does not block it) must still wake the main thread's wait.
@@ -16,7 +16,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from agent.signals import run_until_signal
+from agent.daemon.mainloop import run_until_signal
 
 WAIT_S = 10.0  # generous bound on waiting for the loop; never asserted as a timing
 REPETITIONS = 10

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from agent.library.voices import VoiceLibrary
 from agent.settings import Settings, WyomingSettings
-from agent.settings_wyoming import parse_uri
+from agent.settings.wyoming import parse_uri
 from agent.wyoming.catalog import Catalog
 from agent.wyoming.speech import Refused, SentenceBuffer, check_text
 from agent.wyoming.wire import ProtocolError, read_event

@@ -1,9 +1,9 @@
 """Optional parts of the daemon that run beside the core (lexicon watcher, Wyoming server,
 Home Assistant discovery, ...): one seam so that each wires itself in without growing
-:mod:`agent.service`.
+:mod:`agent.daemon.service`.
 
-An add-on is built by a factory from the running :class:`~agent.service.AgentService` (after its
-library, transport and pipeline exist) and returns ``None`` when its settings switch it off.
+An add-on is built by a factory from the running daemon (after its library, transport and
+pipeline exist) and returns ``None`` when its settings switch it off.
 The service calls, on its main thread, :meth:`Addon.start` after the core workers run,
 :meth:`Addon.stop` early in a stop (right after the MQTT intake closes, so that no add-on takes
 new work while the queue drains), and, on the MQTT network thread after every connect,
@@ -26,7 +26,7 @@ from agent.mqtt.ha_addon import build as ha_discovery_addon
 from agent.wyoming.addon import build as wyoming_addon
 
 if TYPE_CHECKING:
-    from agent.service import AgentService
+    from agent.daemon.service import AgentService
 
 __all__ = ["FACTORIES", "Addon", "AddonSet"]
 

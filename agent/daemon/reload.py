@@ -1,6 +1,6 @@
 """What a reload changes in the running agent.
 
-- SIGHUP (:meth:`agent.service.AgentService.reload`): the settings file is read again and
+- SIGHUP (:meth:`agent.daemon.service.AgentService.reload`): the settings file is read again and
   every voice re-checked. Of the settings only ``[log]`` (level, format) and the Home
   Assistant discovery fields of ``[mqtt]`` (:data:`LIVE_MQTT_FIELDS`) are applied at once;
   other changed sections are logged as needing a restart (the running parts keep the

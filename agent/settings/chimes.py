@@ -1,8 +1,7 @@
 """The ``[chimes]`` section of the deployment settings: where chimes (short WAV earcons played
 before an announcement) are found, and which priority always chimes (docs/chimes.md).
 
-Re-exported by :mod:`agent.settings`; import it from there. Every field has a description and
-its bounds; unknown keys are errors.
+Every field has a description and its bounds; unknown keys are errors.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from agent.settings_paths import AbsPath, checkout_root
+from agent.settings.paths import AbsPath, checkout_root
 
 __all__ = ["CHIME_NAME_PATTERN", "INSTALLED_CHIMES_DIR", "ChimeSettings", "default_chimes_dir"]
 

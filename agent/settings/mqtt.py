@@ -1,7 +1,6 @@
 """The ``[mqtt]`` and ``[mqtt.journal]`` sections of the deployment settings.
 
-Re-exported by :mod:`agent.settings_sections` and :mod:`agent.settings`; import them from
-there. Every field has a description and its bounds; unknown keys are errors.
+Every field has a description and its bounds; unknown keys are errors.
 """
 
 from __future__ import annotations
@@ -9,8 +8,6 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     SecretStr,
     ValidationInfo,
@@ -18,7 +15,8 @@ from pydantic import (
     model_validator,
 )
 
-from agent.settings_paths import AbsPath, SecretPath
+from agent.settings.base import Section
+from agent.settings.paths import AbsPath, SecretPath
 
 __all__ = ["JournalSettings", "MqttSettings"]
 
@@ -35,11 +33,7 @@ MAX_GROUP_LENGTH = 64
 256 bytes AWS IoT Core allows."""
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class JournalSettings(_Section):
+class JournalSettings(Section):
     """The request journal (:mod:`agent.mqtt.journal`; not systemd's journal)."""
 
     enabled: bool = Field(
@@ -58,7 +52,7 @@ class JournalSettings(_Section):
         "requests journalled; a speak request beyond it is rejected (busy).")
 
 
-class MqttSettings(_Section):
+class MqttSettings(Section):
     enabled: bool = Field(default=True, description="Connect to an MQTT broker.")
     host: str = Field(default="localhost", min_length=1, max_length=253, description="Broker host.")
     port: int = Field(default=1883, ge=1, le=65535, description="Broker port.")

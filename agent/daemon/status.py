@@ -10,7 +10,7 @@ from agent import __version__
 from agent.mqtt.protocol import PingStatus, Presence
 
 if TYPE_CHECKING:
-    from agent.service import AgentService
+    from agent.daemon.service import AgentService
 
 __all__ = ["ping_status", "presence"]
 

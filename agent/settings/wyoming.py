@@ -1,8 +1,7 @@
 """The ``[wyoming]`` section of the deployment settings: the Wyoming TTS server
 (:mod:`agent.wyoming`), Home Assistant's way of talking to TTS engines.
 
-Re-exported by :mod:`agent.settings`; import it from there. Every field has a description and
-its bounds; unknown keys are errors.
+Every field has a description and its bounds; unknown keys are errors.
 """
 
 from __future__ import annotations

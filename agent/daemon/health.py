@@ -78,7 +78,7 @@ class _Stepping(Protocol):
 
 
 class ServiceParts(Protocol):
-    """What the sections read from the daemon (:class:`agent.service.AgentService`)."""
+    """What the sections read from the daemon (:class:`agent.daemon.service.AgentService`)."""
 
     @property
     def settings(self) -> Settings: ...

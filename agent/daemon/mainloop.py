@@ -44,7 +44,7 @@ _SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 class Service(Protocol):
-    """What the loop drives (:class:`agent.service.AgentService`)."""
+    """What the loop drives (:class:`agent.daemon.service.AgentService`)."""
 
     def start(self, cancelled: Callable[[], bool] = ...) -> None: ...
 

@@ -8,13 +8,14 @@ Data flows one way::
 Threads: ``mqtt-network`` (paho; parse and hand on only), ``dispatch`` (commands),
 ``synthesis`` (onnxruntime), the player thread (ALSA), ``health-reporter`` (snapshots),
 ``sd-watchdog`` (systemd pings) and the main thread, which waits for signals in
-:func:`agent.signals.run_until_signal`. Presence is retained on ``{prefix}/{device}/status``:
+:func:`agent.daemon.mainloop.run_until_signal`. Presence is retained on
+``{prefix}/{device}/status``:
 ``online`` on every connect, ``offline`` as the Last Will, ``stopped`` on a clean shutdown.
 
 systemd hears ``READY=1`` once the default voice is loaded and warm (:meth:`AgentService.
 notify_ready`), ``RELOADING=1`` ... ``READY=1`` around a SIGHUP reload and ``STOPPING=1`` on
 SIGTERM/SIGINT. The health report's sections and the watched workers are wired in
-:mod:`agent.service_health`.
+:mod:`agent.daemon.health`.
 """
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ from typing import TYPE_CHECKING, Any
 from agent import __version__
 from agent.audio.chimes import Chimes
 from agent.audio.player import AudioPlayer
+from agent.daemon.addons import AddonSet
+from agent.daemon.health import add_sections, watch_workers
+from agent.daemon.reload import lexicon_summary, reload_command, reload_settings, voices_summary
+from agent.daemon.status import ping_status, presence
 from agent.hardware.effective import profile_or_reason
 from agent.health.liveness import Liveness, Watchdog
 from agent.health.reporter import HealthReporter
@@ -57,10 +62,6 @@ from agent.pipeline.jobs import JobQueue
 from agent.pipeline.phrase_cache import open_phrase_cache
 from agent.pipeline.phrase_warm import PhraseWarmer
 from agent.pipeline.worker import SynthesisWorker
-from agent.reload import lexicon_summary, reload_command, reload_settings, voices_summary
-from agent.service_addons import AddonSet
-from agent.service_health import add_sections, watch_workers
-from agent.service_status import ping_status, presence
 from agent.settings import Settings
 from agent.voice.onnx_session import pin_current_thread
 from agent.voice.voice import VoiceLoadError
@@ -253,8 +254,8 @@ class AgentService:
         self.notifier.ready(status=summary_line(snap))
 
     def reload(self, load_settings: Callable[[], Settings] | None = None) -> str:
-        """SIGHUP (:mod:`agent.signals`' reload thread): ``RELOADING=1``, re-read the settings
-        where that is safe (:func:`agent.reload.reload_settings`), re-check every voice, then
+        """SIGHUP (the main loop's reload thread): ``RELOADING=1``, re-read the settings where
+        that is safe (:func:`agent.daemon.reload.reload_settings`), re-check every voice, then
         ``READY=1`` unless a stop came meanwhile. Returns the one-line result (also the STATUS);
         the voices are re-checked even when the settings file cannot be read."""
         self.notifier.reloading(status="reloading settings and voices")
@@ -384,7 +385,7 @@ class AgentService:
             return
         self.publisher.health(snap)
 
-    # -- answers (agent.service_status) ---------------------------------------------------
+    # -- answers (agent.daemon.status) ---------------------------------------------------
 
     def _presence(self, state: str) -> Presence:
         return presence(self, state)
@@ -394,5 +395,5 @@ class AgentService:
         return ping_status(self)
 
     def _reload(self, command: ReloadCommand) -> list[str]:
-        """Dispatch thread: the ``reload`` command (:func:`agent.reload.reload_command`)."""
+        """Dispatch thread: the ``reload`` command (:func:`agent.daemon.reload.reload_command`)."""
         return reload_command(self.voices, command, self.settings.models.default_voice)

@@ -1,17 +1,8 @@
-"""Deployment settings: one object, read once, from a TOML file and the environment.
+"""Settings problems in the agent's words: :class:`ConfigError`, one line per problem.
 
-Sources, strongest first: keyword arguments (tests), environment variables
-(``TTS_AGENT_`` prefix, ``__`` for nesting, e.g. ``TTS_AGENT_MQTT__PORT``), the TOML
-file (``--config``, default ``/etc/tts-agent/agent.toml`` when it exists), defaults.
-Unknown keys are errors so a typo never silently falls back to a default: in the file, and
-in the environment (every ``TTS_AGENT_`` variable must name a setting, apart from the few the
-agent reads for other purposes, :data:`OTHER_VARIABLES`). Every problem is one line in the
-agent's words, with "did you mean" for a close name; values are never shown, so secrets are not
-either (numbers out of bounds apart). Path settings are absolute once read
-(:mod:`agent.settings_paths` also holds the defaults that depend on where the agent runs).
-
-Secrets are :class:`pydantic.SecretStr` (masked when printed) and may be read from
-files, e.g. systemd credentials in ``$CREDENTIALS_DIRECTORY``.
+Each line says where a value came from (the file or its environment variable), which setting,
+and what is wrong, with "did you mean" for a close name; values are never shown (a number out
+of bounds apart), so secrets are not either.
 """
 
 from __future__ import annotations
@@ -19,108 +10,14 @@ from __future__ import annotations
 import difflib
 import os
 import re
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
-from pydantic_settings import (
-    BaseSettings,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-    TomlConfigSettingsSource,
-)
+from pydantic import BaseModel
 
-from agent.settings_chimes import CHIME_NAME_PATTERN, ChimeSettings
-from agent.settings_sections import (
-    NAME_PATTERN,
-    AudioSettings,
-    CacheSettings,
-    HealthSettings,
-    LogSettings,
-    ModelSettings,
-    MqttSettings,
-    SynthesisSettings,
-    TextSettings,
-)
-from agent.settings_wyoming import WyomingSettings
-
-__all__ = [
-    "CHIME_NAME_PATTERN",
-    "DEFAULT_CONFIG_PATH",
-    "OTHER_VARIABLES",
-    "AudioSettings",
-    "CacheSettings",
-    "ChimeSettings",
-    "ConfigError",
-    "HealthSettings",
-    "LogSettings",
-    "ModelSettings",
-    "MqttSettings",
-    "Settings",
-    "SynthesisSettings",
-    "TextSettings",
-    "WyomingSettings",
-    "load_settings",
-]
-
-DEFAULT_CONFIG_PATH = Path("/etc/tts-agent/agent.toml")
-ENV_PREFIX = "TTS_AGENT_"
-MAX_CONFIG_BYTES = 1 << 20
-OTHER_VARIABLES = ("ESPEAK_LIBRARY", "ESPEAK_DATA", "TEST_*", "BENCH_*")
-"""``TTS_AGENT_`` variables that are not settings (espeak-ng's location; the tests' and benches'
-switches): after the prefix, these names or these prefixes (``*``)."""
-
-
-class Settings(BaseSettings):
-    """Everything a deployment can configure."""
-
-    model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX,
-        env_nested_delimiter="__",
-        extra="forbid",
-        frozen=True,
-        toml_file=None,
-    )
-
-    device_id: str = Field(
-        default_factory=socket.gethostname, pattern=NAME_PATTERN,
-        description="This device's id in topics and events (default: hostname).",
-    )
-    models: ModelSettings = Field(default_factory=ModelSettings, description="Voice models.")
-    synthesis: SynthesisSettings = Field(default_factory=SynthesisSettings,
-                                         description="Synthesis.")
-    text: TextSettings = Field(default_factory=TextSettings,
-                               description="Reading request text.")
-    cache: CacheSettings = Field(default_factory=CacheSettings, description="Caches.")
-    chimes: ChimeSettings = Field(default_factory=ChimeSettings,
-                                  description="Chimes before announcements.")
-    audio: AudioSettings = Field(default_factory=AudioSettings, description="ALSA output.")
-    mqtt: MqttSettings = Field(default_factory=MqttSettings, description="MQTT channel.")
-    health: HealthSettings = Field(default_factory=HealthSettings, description="Health reports.")
-    log: LogSettings = Field(default_factory=LogSettings, description="Logging.")
-    wyoming: WyomingSettings = Field(default_factory=WyomingSettings,
-                                     description="Wyoming TTS server (Home Assistant).")
-    profile: str | None = Field(
-        default=None, pattern=NAME_PATTERN,
-        description="Hardware profile name; unset = detect from the system.",
-    )
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
-
-    def masked(self) -> dict[str, Any]:
-        """The effective settings as JSON-able data, secrets masked."""
-        return self.model_dump(mode="json")  # SecretStr dumps as "**********"
+from agent.settings.base import NAME_PATTERN
+from agent.settings.root import ENV_PREFIX, OTHER_VARIABLES, Settings
 
 
 class ConfigError(Exception):
@@ -129,56 +26,6 @@ class ConfigError(Exception):
     def __init__(self, *problems: str) -> None:
         super().__init__("\n".join(problems))
         self.problems = list(problems)
-
-
-def load_settings(config: Path | None = None, **overrides: Any) -> Settings:
-    """Read the settings from ``config`` (or the default file when it exists) and the environment.
-
-    Raises :class:`ConfigError` with one line per problem: a missing, unreadable or oversized
-    file, bad TOML, unknown settings (in the file or the environment) and values that fail
-    validation, each naming where it came from.
-    """
-    from pydantic import ValidationError
-    from pydantic_settings import SettingsError
-
-    path = config
-    if path is None and DEFAULT_CONFIG_PATH.is_file():
-        path = DEFAULT_CONFIG_PATH
-    if path is not None:
-        path = Path(os.path.abspath(path))
-    data = _read_toml(path) if path is not None else {}
-
-    class _FileSettings(Settings):
-        model_config = SettingsConfigDict(toml_file=path)
-
-    problems = list(unknown_variables())
-    cause: Exception | None = None
-    try:
-        settings = _FileSettings(**overrides)
-    except ValidationError as exc:
-        problems += [describe(err, path, data) for err in exc.errors()]
-        cause = exc
-    except SettingsError as exc:
-        problems.append(_unparsable(str(exc)))
-        cause = exc
-    if problems:
-        raise ConfigError(*problems) from cause
-    return settings
-
-
-def _read_toml(path: Path) -> dict[str, Any]:
-    import tomllib
-
-    try:
-        if not path.is_file():
-            raise ConfigError(f"config file not found: {path}")
-        if path.stat().st_size > MAX_CONFIG_BYTES:
-            raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES} bytes")
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML: {exc}") from exc
 
 
 def _fields(loc: tuple[str, ...]) -> dict[str, Any]:
@@ -313,7 +160,7 @@ def _problem(err: Any) -> str:
     return simple.get(kind, ": " + str(err["msg"]))
 
 
-def _unparsable(message: str) -> str:
+def unparsable(message: str) -> str:
     """pydantic-settings' SettingsError (a variable that is not valid JSON) in our words."""
     found = re.search(r'field "([^"]+)"', message)
     field = found.group(1) if found else "a setting"

@@ -1,0 +1,103 @@
+"""The ``[audio]`` section: the ALSA output (merged with a hardware profile)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import Field
+
+from agent.settings.base import Section
+
+if TYPE_CHECKING:
+    from agent.hardware.profiles import AudioProfile
+
+
+class AudioSettings(Section):
+    """ALSA output (read by :mod:`agent.audio`). Unset period/buffer sizes come from the
+    hardware profile (:meth:`with_profile`), else about 20 ms periods, 4 per buffer."""
+
+    device: str = Field(
+        default="default", min_length=1, max_length=512, description="ALSA PCM name."
+    )
+    mixer: str | None = Field(
+        default=None, max_length=128,
+        description="ALSA mixer control for device volume; unset = software volume.",
+    )
+    volume: float = Field(default=1.0, ge=0.0, le=1.0, description="Device volume 0.0-1.0.")
+    period_frames: int | None = Field(
+        default=None, ge=64, le=65536,
+        description="ALSA period size in frames; unset lets the hardware profile choose.",
+    )
+    buffer_periods: int | None = Field(
+        default=None, ge=2, le=64,
+        description="ALSA buffer size in periods; unset lets the hardware profile choose.",
+    )
+    lead_in_ms: int = Field(
+        default=0, ge=0, le=2000, description="Silence written before each utterance (ms)."
+    )
+    keep_open_s: float = Field(
+        default=5.0, ge=0.0, le=3600.0,
+        description="Keep the device open this long after the last utterance (s).",
+    )
+    fade_ms: int = Field(default=15, ge=0, le=500, description="Fade length on interrupt (ms).")
+    queue_max: int = Field(default=32, ge=1, le=10_000, description="Longest play queue.")
+    reopen_interval_s: float = Field(
+        default=2.0, ge=0.05, le=600.0,
+        description="How often a lost audio device is retried (s).",
+    )
+    mixer_device: str = Field(
+        default="default", min_length=1, max_length=128,
+        description="ALSA control device holding the mixer control (e.g. hw:1).",
+    )
+    rate: int | None = Field(
+        default=None, ge=8000, le=384_000,
+        description="Sample rate to run the device at (Hz), resampling in software; "
+        "unset = the voice's rate, or the nearest rate the device takes.",
+    )
+    channels: int | None = Field(
+        default=None, ge=1, le=8,
+        description="Channels to open the device with (mono is copied to all); "
+        "unset = the voice's channel count, or what the device takes.",
+    )
+    volume_ramp_ms: int = Field(
+        default=50, ge=0, le=2000,
+        description="Time a software volume change takes to reach its new level (ms).",
+    )
+    producer_timeout_s: float = Field(
+        default=60.0, ge=1.0, le=3600.0,
+        description="An utterance that waits this long for its next audio chunk fails (s).",
+    )
+    item_buffer_s: float = Field(
+        default=30.0, ge=1.0, le=3600.0,
+        description="Synthesized audio one request may hold ahead of playback (s); "
+        "the producer waits when it is full.",
+    )
+    buffering: Literal["auto", "stream", "sentence"] = Field(
+        default="auto",
+        description="When a sentence starts playing. `stream`: as soon as its first audio is "
+        "there (a streamed first sentence plays while the rest is decoded); `sentence`: once "
+        "it is synthesized whole (speech starts later and pauses between sentences, never "
+        "inside one); `auto`: `sentence` for a voice whose warm-up ran slower than real time "
+        "on this board, else `stream`. Health: `audio.buffering` and its reason.",
+    )
+    device_timeout_s: float = Field(
+        default=5.0, ge=0.1, le=600.0,
+        description="Longest wait for one ALSA call (s; writes, stops and closes also get "
+        "the buffer's length). The PCM runs in a helper process: an open that takes longer "
+        "fails (the device is degraded) and is collected when it completes; any other call "
+        "that takes longer fails and the helper is replaced. Keep it below `health.stall_s`.",
+    )
+
+    def with_profile(self, profile: AudioProfile) -> AudioSettings:
+        """These settings with a hardware profile's ``[audio]`` section applied.
+
+        ``profile`` is ``EffectiveProfile.audio`` (``alsa_device``, ``period_frames``,
+        ``buffer_periods``, ``queue_max``), which already lets explicit settings win.
+        """
+        return self.model_copy(update={
+            "device": profile.alsa_device,
+            "period_frames": profile.period_frames,
+            "buffer_periods": profile.buffer_periods,
+            "queue_max": profile.queue_max,
+        })
+
