@@ -92,7 +92,7 @@ class AudioPlayer:
         self._stop_epoch = 0
         self._volume = settings.volume
         # Thread-safe parts of their own.
-        self._book = PlayerBook()
+        self._book = PlayerBook(settings.device)
         self._events = PlayerEvents(on_event, self._book)
         # Player-thread state.
         self._device_volume = PlayerVolume(settings)

@@ -41,6 +41,9 @@ class DeviceInfo(TypedDict):
 class PlayerStats(TypedDict):
     """Counters and state of the player (keys in the order the health report shows them)."""
 
+    pcm: str
+    """The ALSA PCM the player opens (its settings' ``device``: ``audio.device``, or the
+    hardware profile's, as :func:`agent.settings.effective_audio` resolved them)."""
     underruns: int
     """Underruns recovered, over every device opened since start."""
     device_errors: int
@@ -81,7 +84,8 @@ class PlayerStats(TypedDict):
 class PlayerBook:
     """The counters and state the player thread keeps; every method takes the book's lock."""
 
-    def __init__(self) -> None:
+    def __init__(self, pcm: str) -> None:
+        self._pcm = pcm
         self._lock = threading.Lock()
         self._events: dict[EventKind, int] = {
             "started": 0, "finished": 0, "interrupted": 0, "failed": 0, "expired": 0,
@@ -157,7 +161,7 @@ class PlayerBook:
         with self._lock:
             events = self._events
             return PlayerStats(
-                underruns=self._underruns, device_errors=self._device_errors,
+                pcm=self._pcm, underruns=self._underruns, device_errors=self._device_errors,
                 recovery_probes=self._recovery_probes,
                 seconds_played=round(self._seconds_played, 3),
                 started=events["started"], finished=events["finished"],

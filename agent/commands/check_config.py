@@ -307,8 +307,9 @@ def _models(settings: Settings, profile: EffectiveProfile | None) -> list[Check]
 
 def _audio(settings: Settings, profile: EffectiveProfile | None) -> Check:
     from agent.audio.pcm_names import check_pcm_name
+    from agent.settings import effective_audio
 
-    device = settings.audio.device if profile is None else profile.audio.alsa_device
+    device = effective_audio(settings.audio, profile).device  # the PCM the agent will open
     setting = ("audio.device" if profile is None or device == settings.audio.device
                else f"audio.device (from the hardware profile {profile.name})")
     result = check_pcm_name(device)

@@ -68,9 +68,9 @@ def _audio_settings(settings: Settings, profile: EffectiveProfile | None,
                     device: str | None) -> AudioSettings:
     from pydantic import ValidationError
 
-    from agent.settings import AudioSettings
+    from agent.settings import AudioSettings, effective_audio
 
-    audio = settings.audio if profile is None else settings.audio.with_profile(profile.audio)
+    audio = effective_audio(settings.audio, profile)
     if device is None:
         return audio
     try:

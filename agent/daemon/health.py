@@ -118,8 +118,7 @@ def add_sections(health: Health, parts: ServiceParts) -> None:
     """Register one provider per section of the report (from the daemon's constructor)."""
     settings = parts.settings
     health.add_provider("voices", parts.voices.status)
-    health.add_provider("audio", partial(audio_section, parts.player, settings.audio.device,
-                                         parts.worker))
+    health.add_provider("audio", partial(audio_section, parts.player, parts.worker))
     health.add_provider("mqtt", partial(mqtt_section, parts.client, settings.mqtt))
     health.add_provider("queue", partial(queue_section, parts))
     health.add_provider("hardware", partial(hardware_section, parts.profile, settings.profile,
@@ -147,11 +146,11 @@ def watch_workers(liveness: Liveness, parts: ServiceParts) -> None:
                        beat_timeout_s=beat_s)
 
 
-def audio_section(player: AudioPlayer, pcm: str, worker: _Stepping) -> AudioSection:
-    """The player's stats without its ``busy_since`` (a monotonic stamp; the worker's state
-    is in ``workers``), after the PCM the settings name; then how the synthesis worker hands
-    sentences to the player (``buffering``, :mod:`agent.pipeline.buffering`) and why."""
-    section: dict[str, object] = {"pcm": pcm, **player.stats()}
+def audio_section(player: AudioPlayer, worker: _Stepping) -> AudioSection:
+    """The player's stats (first ``pcm``, the PCM it opens) without their ``busy_since`` (a
+    monotonic stamp; the worker's state is in ``workers``); then how the synthesis worker
+    hands sentences to the player (``buffering``, :mod:`agent.pipeline.buffering`) and why."""
+    section: dict[str, object] = dict(player.stats())
     section.pop("busy_since", None)  # a TypedDict cannot say "PlayerStats less one key"
     buffering = worker.buffering
     section.update(buffering=buffering.mode, buffering_reason=buffering.reason)

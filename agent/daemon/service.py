@@ -62,7 +62,7 @@ from agent.pipeline.jobs import JobQueue
 from agent.pipeline.phrase_cache import open_phrase_cache
 from agent.pipeline.phrase_warm import PhraseWarmer
 from agent.pipeline.worker import SynthesisWorker
-from agent.settings import Settings
+from agent.settings import Settings, effective_audio
 from agent.voice.onnx_session import pin_current_thread
 from agent.voice.voice import VoiceLoadError
 
@@ -176,8 +176,7 @@ class AgentService:
         """The player, the phrase cache and its warmer, the job queue, the synthesis worker
         and the dispatcher."""
         settings, mqtt = self.settings, self.settings.mqtt
-        audio = (settings.audio if self.profile is None
-                 else settings.audio.with_profile(self.profile.audio))
+        audio = effective_audio(settings.audio, self.profile)
         self.player = player or AudioPlayer(audio, self._on_playback)
         self.phrase_cache = open_phrase_cache(settings.cache.dir / "phrases", settings.cache.max_mb)
         self.warmer = (PhraseWarmer(self.phrase_cache, settings.cache.warm_phrases)

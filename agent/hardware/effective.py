@@ -13,6 +13,9 @@ Consumers read plain attributes::
     eff.thermal.limit_c, eff.thermal.zones          # health
     eff.as_dict()                                   # health report / ``tts-agent profile --json``
 
+The player's settings are ``agent.settings.effective_audio(settings.audio, eff)``, the one
+place ``eff.audio`` becomes the ``[audio]`` settings the daemon, ``say`` and ``check-config`` use.
+
 The object is immutable and safe to share between threads.
 """
 

@@ -174,10 +174,12 @@ class VoicesSection(TypedDict):
 
 
 class AudioSection(TypedDict):
-    """The PCM the settings name, then the player's stats
-    (:class:`agent.audio.stats.PlayerStats`) without their ``busy_since`` stamp."""
+    """The player's stats (:class:`agent.audio.stats.PlayerStats`) without their
+    ``busy_since`` stamp, then how sentences are buffered."""
 
     pcm: str
+    """The ALSA PCM the player opens: ``audio.device``, or the hardware profile's
+    ``alsa_device`` when that setting is not set (:func:`agent.settings.effective_audio`)."""
     underruns: int
     device_errors: int
     recovery_probes: int

@@ -5,7 +5,7 @@ words the problems, :mod:`agent.settings.paths` holds the defaults that depend o
 runs. How to configure a device: docs/configuration.md.
 """
 
-from agent.settings.audio import AudioSettings
+from agent.settings.audio import AudioSettings, effective_audio
 from agent.settings.base import NAME_PATTERN
 from agent.settings.cache import CacheSettings
 from agent.settings.chimes import CHIME_NAME_PATTERN, ChimeSettings
@@ -38,5 +38,6 @@ __all__ = [
     "SynthesisSettings",
     "TextSettings",
     "WyomingSettings",
+    "effective_audio",
     "load_settings",
 ]

@@ -1,4 +1,5 @@
-"""The ``[audio]`` section: the ALSA output (merged with a hardware profile)."""
+"""The ``[audio]`` section: the ALSA output, and :func:`effective_audio`, the one place it is
+merged with the hardware profile (docs/hardware-profiles.md, "Audio and thermal")."""
 
 from __future__ import annotations
 
@@ -9,12 +10,14 @@ from pydantic import Field
 from agent.settings.base import Section
 
 if TYPE_CHECKING:
-    from agent.hardware.profiles import AudioProfile
+    from agent.hardware.effective import EffectiveProfile
+
+__all__ = ["AudioSettings", "effective_audio"]
 
 
 class AudioSettings(Section):
     """ALSA output (read by :mod:`agent.audio`). Unset period/buffer sizes come from the
-    hardware profile (:meth:`with_profile`), else about 20 ms periods, 4 per buffer."""
+    hardware profile (:func:`effective_audio`), else about 20 ms periods, 4 per buffer."""
 
     device: str = Field(
         default="default", min_length=1, max_length=512, description="ALSA PCM name."
@@ -88,16 +91,23 @@ class AudioSettings(Section):
         "that takes longer fails and the helper is replaced. Keep it below `health.stall_s`.",
     )
 
-    def with_profile(self, profile: AudioProfile) -> AudioSettings:
-        """These settings with a hardware profile's ``[audio]`` section applied.
 
-        ``profile`` is ``EffectiveProfile.audio`` (``alsa_device``, ``period_frames``,
-        ``buffer_periods``, ``queue_max``), which already lets explicit settings win.
-        """
-        return self.model_copy(update={
-            "device": profile.alsa_device,
-            "period_frames": profile.period_frames,
-            "buffer_periods": profile.buffer_periods,
-            "queue_max": profile.queue_max,
-        })
+def effective_audio(audio: AudioSettings, profile: EffectiveProfile | None) -> AudioSettings:
+    """The audio settings the player runs with: ``audio`` with the hardware profile applied.
 
+    The one place the ``[audio]`` settings meet the profile: the daemon, ``tts-agent say`` and
+    ``check-config`` call it once and use its result (the health report then names the PCM
+    the player opens). ``profile`` is what :func:`agent.hardware.effective.resolve_profile`
+    resolved, whose ``audio`` (``alsa_device``, ``period_frames``, ``buffer_periods``,
+    ``queue_max``) already lets explicit settings win and records where each value came from
+    (``origins``); None (no profile) leaves ``audio`` as it is.
+    """
+    if profile is None:
+        return audio
+    board = profile.audio
+    return audio.model_copy(update={
+        "device": board.alsa_device,
+        "period_frames": board.period_frames,
+        "buffer_periods": board.buffer_periods,
+        "queue_max": board.queue_max,
+    })

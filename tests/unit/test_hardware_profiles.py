@@ -14,6 +14,7 @@ from agent.hardware.detect import detect_hardware
 from agent.hardware.effective import resolve_profile
 from agent.hardware.profiles import ProfileError, default_profile_dirs, load_profile, load_profiles
 from agent.hardware.tune_store import TuneOverride, write_tune
+from agent.settings import effective_audio
 from tests.support.hardware_support import PROFILES, settings, sysroot
 
 # board fixture -> (profile, intra-op threads, model variant, pinned CPUs)
@@ -211,6 +212,22 @@ def test_audio_defaults_do_not_override_the_profile(tmp_path: Path) -> None:
     assert eff.audio.period_frames == 512
     assert eff.thermal.limit_c == 80.0
     assert eff.thermal.zones == ["cpu-thermal"]
+
+
+def test_effective_audio_is_the_profile_with_explicit_settings_winning(tmp_path: Path) -> None:
+    """:func:`agent.settings.effective_audio`, the one merge of ``[audio]`` and the profile."""
+    plain = settings(tmp_path)
+    audio = effective_audio(plain.audio, resolve_profile(plain, sysroot=sysroot("rpi4")))
+    assert (audio.device, audio.period_frames, audio.buffer_periods, audio.queue_max) == (
+        "plughw:CARD=Headphones,DEV=0", 512, 4, 32)
+    assert audio.model_dump(exclude={"device", "period_frames", "buffer_periods",
+                                     "queue_max"}) == plain.audio.model_dump(
+        exclude={"device", "period_frames", "buffer_periods", "queue_max"})
+    explicit = settings(tmp_path, audio={"device": "hw:1", "buffer_periods": 8, "queue_max": 3})
+    audio = effective_audio(explicit.audio, resolve_profile(explicit, sysroot=sysroot("rpi4")))
+    assert (audio.device, audio.period_frames, audio.buffer_periods, audio.queue_max) == (
+        "hw:1", 512, 8, 3)
+    assert effective_audio(plain.audio, None) == plain.audio  # no profile: the settings
 
 
 def _tune(hw_board: str, **fields: object) -> TuneOverride:
