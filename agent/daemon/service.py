@@ -32,7 +32,7 @@ from agent.audio.chimes import Chimes
 from agent.audio.player import AudioPlayer
 from agent.daemon.addons import AddonSet
 from agent.daemon.health import add_sections, watch_workers
-from agent.daemon.reload import lexicon_summary, reload_command, reload_settings, voices_summary
+from agent.daemon.reload import reload_all, reload_command, reload_settings
 from agent.daemon.status import ping_status, presence
 from agent.hardware.effective import profile_or_reason
 from agent.health.liveness import Liveness, Watchdog
@@ -260,15 +260,13 @@ class AgentService:
         the voices are re-checked even when the settings file cannot be read."""
         self.notifier.reloading(status="reloading settings and voices")
         log.info("reload_started")
-        parts = []
+        change = None
         if load_settings is not None:
-            self.settings, text = reload_settings(self.settings, load_settings)
-            parts.append(text)
+            self.settings, change = reload_settings(self.settings, load_settings)
             self.addons.on_reload()
-        parts.append(voices_summary(self.voices.reload()))
-        parts += lexicon_summary(self.voices)
+        report = reload_all(self.voices, change)
         self.reporter.request()
-        summary, snap = "reloaded: " + "; ".join(parts), self.health.snapshot()
+        summary, snap = report.line(), self.health.snapshot()
         log.info("reload_finished", summary=summary, state=snap["state"])
         if not self.stopping.is_set():
             self.notifier.ready(status=f"{summary}; {summary_line(snap)}")

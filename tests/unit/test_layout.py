@@ -1,12 +1,15 @@
 """The package layout holds: the import rules of docs/architecture.md, no cycles, small units.
 
 The table in ``docs/architecture.md`` ("Packages and what they may import") is the rule; this test
-parses it, so the page and the check cannot drift apart.
+parses it, so the page and the check cannot drift apart. The table and the cycle check between
+packages count every import, those under ``if TYPE_CHECKING:`` and inside functions too; the
+cycle check between modules counts what runs.
 """
 
 from __future__ import annotations
 
 import ast
+import itertools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +35,8 @@ class Import:
 
 
 def module_name(path: Path) -> str:
+    if not path.is_relative_to(REPO):
+        return path.stem
     parts = path.relative_to(REPO).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
@@ -56,8 +61,14 @@ def _type_checking_nodes(tree: ast.Module) -> set[int]:
 
 def runtime_imports(path: Path) -> list[Import]:
     """The ``agent`` modules ``path`` imports when it runs (``TYPE_CHECKING`` blocks left out)."""
+    return imports(path, type_checking=False)
+
+
+def imports(path: Path, *, type_checking: bool = True) -> list[Import]:
+    """The ``agent`` modules ``path`` imports anywhere (at the top, inside functions, and, with
+    ``type_checking``, under ``if TYPE_CHECKING:``)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    skip = _type_checking_nodes(tree)
+    skip = set() if type_checking else _type_checking_nodes(tree)
     modules = {str(p.relative_to(REPO).with_suffix("")).replace("/", ".")
                for p in PACKAGE.rglob("*.py")}
     name = module_name(path)
@@ -108,7 +119,7 @@ def test_imports_follow_the_architecture_table() -> None:
     rules = allowed_imports()
     wrong = []
     for path in SOURCES:
-        for imp in runtime_imports(path):
+        for imp in imports(path):
             source, target = node_of(imp.module), node_of(imp.target)
             if source == target or target in LEAVES:
                 continue
@@ -147,6 +158,62 @@ def test_no_import_cycle_between_modules() -> None:
                 graph.setdefault(imp.module, set()).add(imp.target)
     cycle = _cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def package_graph(found: list[Import]) -> dict[str, dict[str, Import]]:
+    """Edges between the table's rows (leaves left out), each with one import that makes it."""
+    graph: dict[str, dict[str, Import]] = {}
+    for imp in found:
+        source, target = node_of(imp.module), node_of(imp.target)
+        if source != target and target not in LEAVES:
+            graph.setdefault(source, {}).setdefault(target, imp)
+    return graph
+
+
+def package_cycle(found: list[Import]) -> str | None:
+    """The first cycle between packages, each step named by an import that makes it."""
+    graph = package_graph(found)
+    cycle = _cycle({node: set(edges) for node, edges in graph.items()})
+    if cycle is None:
+        return None
+    steps = [f"{a} -> {b} ({_file_of(graph[a][b].module)}:{graph[a][b].line}: "
+             f"imports {graph[a][b].target})" for a, b in itertools.pairwise(cycle)]
+    return "\n".join(steps)
+
+
+def _file_of(module: str) -> str:
+    base = module.replace(".", "/")
+    return f"{base}/__init__.py" if (REPO / base).is_dir() else f"{base}.py"
+
+
+def test_no_import_cycle_between_packages() -> None:
+    """Type-only and function-local imports count: a lower layer that names a type of an
+    upper one (the composition root, say) makes the two one room."""
+    found = [imp for path in SOURCES for imp in imports(path)]
+    cycle = package_cycle(found)
+    assert cycle is None, "import cycle between packages:\n" + (cycle or "")
+
+
+def test_package_cycle_is_reported_with_its_imports() -> None:
+    found = [Import("agent.mqtt.ha_addon", "agent.daemon.service", 40),
+             Import("agent.daemon.addons", "agent.mqtt.ha_addon", 24),
+             Import("agent.daemon.service", "agent.daemon.addons", 33),
+             Import("agent.mqtt.client", "agent.logs", 3)]
+    assert package_cycle(found) == (
+        "daemon -> mqtt (agent/daemon/addons.py:24: imports agent.mqtt.ha_addon)\n"
+        "mqtt -> daemon (agent/mqtt/ha_addon.py:40: imports agent.daemon.service)")
+    assert package_cycle(found[1:]) is None
+
+
+def test_type_checking_and_local_imports_are_seen(tmp_path: Path) -> None:
+    text = ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+            "    from agent.daemon.service import AgentService\n"
+            "def f() -> None:\n    from agent.mqtt import client\n")
+    probe = tmp_path / "probe.py"
+    probe.write_text(text, encoding="utf-8")
+    found = {(imp.target, imp.line) for imp in imports(probe)}
+    assert {("agent.daemon.service", 3), ("agent.mqtt.client", 5)} <= found
+    assert {imp.target for imp in runtime_imports(probe)} == {"agent.mqtt.client"}
 
 
 def test_cycle_finder_finds_one() -> None:
