@@ -1,21 +1,11 @@
 """The daemon's composition root: builds the parts, wires them, starts and stops them in order.
 
-Data flows one way::
-
-    MQTT network thread --Intake--> intake queue --Dispatcher--> job queue --SynthesisWorker-->
-    PlayItem --AudioPlayer--> ALSA            events <--RequestTracker <-- player / worker
-
-Threads: ``mqtt-network`` (paho; parse and hand on only), ``dispatch`` (commands),
-``synthesis`` (onnxruntime), the player thread (ALSA), ``health-reporter`` (snapshots),
-``sd-watchdog`` (systemd pings) and the main thread, which waits for signals in
-:func:`agent.daemon.mainloop.run_until_signal`. Presence is retained on
-``{prefix}/{device}/status``:
-``online`` on every connect, ``offline`` as the Last Will, ``stopped`` on a clean shutdown.
-
-systemd hears ``READY=1`` once the default voice is loaded and warm (:meth:`AgentService.
-notify_ready`), ``RELOADING=1`` ... ``READY=1`` around a SIGHUP reload and ``STOPPING=1`` on
-SIGTERM/SIGINT. The health report's sections and the watched workers are wired in
-:mod:`agent.daemon.health`.
+Data flows one way: MQTT network thread -> intake -> dispatcher -> job queue -> synthesis
+worker -> player -> ALSA, and events back through the request tracker. systemd hears
+``READY=1`` once the default voice is warm, ``RELOADING=1`` ... ``READY=1`` around a SIGHUP
+reload and ``STOPPING=1`` on a stop; the health sections and watched workers are wired in
+:mod:`agent.daemon.health`, the add-ons in :mod:`agent.daemon.addons`. Threads and presence:
+docs/internals.md#the-daemon-threads-and-start-up.
 """
 
 from __future__ import annotations
