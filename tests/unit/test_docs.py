@@ -282,7 +282,7 @@ def test_every_code_reference_in_the_docs_exists() -> None:
     stale = []
     for page in pages:
         text = page.read_text(encoding="utf-8")
-        for dotted in set(re.findall(r"\bagent(?:\.[A-Za-z_]\w*)+", text)):
+        for dotted in set(re.findall(r"(?<![\w-])agent(?:\.[A-Za-z_]\w*)+", text)):
             if not dotted.startswith("agent.toml") and not _resolves(dotted):
                 stale.append(f"{page.name}: {dotted}")
         for path in set(re.findall(CODE_PATH, text)):
