@@ -1,16 +1,9 @@
 """A bounded, thread-safe priority queue: most urgent first, first come first served within one.
 
-One implementation behind the speak job queue (:class:`agent.pipeline.jobs.JobQueue`) and the
-play queue (:class:`agent.audio.queue.PlayQueue`). Those wrap it to name their items and to
-turn :class:`Full` into the refusal their callers report.
-
-A leaf module: it imports only the standard library. Every method is one atomic step under
-the queue's lock and may be called from any thread.
-
-Backpressure: a producer that must not be refused asks :meth:`BoundedPriorityQueue.room_for`
-(or waits in :meth:`~BoundedPriorityQueue.wait_room`) before it puts. With ``overtake`` set, an
-item more urgent than everything queued still gets in when the queue is full (at most
-``overtake`` such items over ``maxsize``), so an urgent item is never stuck behind a backlog.
+One implementation behind the speak job queue (:class:`agent.pipeline.jobs.JobQueue`) and the play
+queue (:class:`agent.audio.queue.PlayQueue`). A leaf module (standard library only); every method
+is one atomic step under the queue's lock, from any thread. Backpressure and ``overtake``:
+docs/internals.md#the-bounded-priority-queue.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """Logging, configured once for the whole process.
 
-Logs go to stderr, so stdout stays clean for command output (``phonemize --json | jq``): JSON
-lines when it is not a terminal (journald, containers), a readable console renderer on a TTY,
-in colour only there and only without ``NO_COLOR`` (https://no-color.org). The daemon logs at
-its configured level; other commands pass the level :func:`cli_level` gives (warnings and
-errors, unless ``-v``). The PCM helper process logs as its parent does
-(:func:`helper_arguments`). Log with event names and key/value pairs::
-
-    log = get_logger(__name__)
-    log.info("voice_loaded", voice=name, seconds=elapsed)
-
-Bind a request id for everything logged while handling it with
-:func:`bind_request`.
+Logs go to stderr (stdout stays clean for command output): JSON lines when it is not a terminal, a
+console renderer on a TTY. Log with event names and key/value pairs,
+``get_logger(__name__).info("voice_loaded", voice=name)``; bind a request id with
+:func:`bind_request`. Levels, colour and the PCM helper's logging: docs/internals.md#logging.
 """
 
 from __future__ import annotations

@@ -1,22 +1,9 @@
 """alsa-lib's own messages go to our log instead of straight to stderr.
 
-alsa-lib prints what goes wrong inside it (``ALSA lib pcm.c:2666:(snd_pcm_open_noupdate)
-Unknown PCM x``, eight lines for a missing card) to stderr by itself, before pyalsaaudio
-raises the error the player reports anyway. :func:`route_alsa_messages` installs an error
-handler (``snd_lib_error_set_handler``) that logs each one as ``alsa_lib`` at info level
-instead: in the journal under the daemon, hidden for a command unless ``-v``.
-
-The handler is C-variadic (``file, line, function, err, fmt, ...``); it is called through a
-fixed-argument ctypes callback that reads the five named arguments only, never the varargs,
-so the message is the format string itself (``cannot find card '%i'``) with the function,
-source position and error. It is installed once, in the process that opens PCMs (the PCM
-helper, :mod:`agent.audio.pcm_server`), and the callback object is kept for the life of the
-process, since alsa-lib holds its address.
-
-alsa-lib often reports an error and then returns ``-errno`` (``SYSERR(...); return -errno;``),
-so the handler must leave the C ``errno`` as it found it: logging makes system calls, and a
-changed ``errno`` turned a failed open of a file PCM into success. It is saved and put back
-through libc's ``__errno_location``.
+:func:`route_alsa_messages` installs an error handler (``snd_lib_error_set_handler``) that logs
+each message as ``alsa_lib`` at info level; it is installed once, in the PCM helper process, and
+leaves the C ``errno`` as it found it. How the variadic handler is called and why ``errno``
+matters: docs/internals.md#alsa-libs-messages.
 """
 
 from __future__ import annotations

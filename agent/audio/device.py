@@ -1,26 +1,10 @@
 """The ALSA PCM: open it, negotiate its format, write to it, recover from underruns.
 
-:func:`open_output` asks ALSA for the voice's rate and channel count in S16_LE
-with the configured period and buffer sizes, and reads back what the device
-actually granted (:class:`DeviceParams`): a ``plug``/``default`` device converts
-for us and grants what we asked; a raw ``hw:`` device grants its nearest rate,
-channel count and sample format, and the player converts in software
-(:mod:`agent.audio.convert`).
-
-The PCM is opened non-blocking, so opening a device another program holds fails
-at once instead of hanging the player, and a full buffer makes
-:meth:`OutputDevice.write` wait in short steps. ``open_output`` makes the PCM with
-``alsaaudio.PCM`` in this process unless it is given an ``opener``: the player passes
-:meth:`agent.audio.pcm_host.PcmHost.open_pcm`, which runs the PCM in a helper process,
-because pyalsaaudio holds the interpreter lock in most of its calls and a device that
-blocks in one (a named pipe nobody reads) would otherwise stop every thread.
-
-An underrun (EPIPE) is counted and the same data written again after pyalsaaudio
-re-prepares the stream; every other ALSA failure (device unplugged, I/O error, stalled
-device, a call that does not answer) becomes
-:class:`DeviceError`, after which the player closes the device and retries later.
-
-Every method runs on the player thread; an :class:`OutputDevice` is never shared.
+:func:`open_output` asks for the voice's rate and channels in S16_LE and reads back what the
+device granted (:class:`DeviceParams`); the PCM is opened non-blocking, made in the PCM helper
+process when the player passes its ``opener``. An underrun is counted and the data written again;
+every other ALSA failure is a :class:`DeviceError`. Player thread only. Design:
+docs/internals.md#the-alsa-pcm.
 """
 
 from __future__ import annotations

@@ -1,26 +1,10 @@
 """The player's output: the PCM's lifecycle and everything written to it (player thread only).
 
-The device is opened for the first item (or at start, as a health probe) at the
-voice's rate and channel count unless ``audio.rate``/``audio.channels`` force
-others; whatever ALSA grants is reached in software (:mod:`agent.audio.convert`).
-Each utterance may start with ``audio.lead_in_ms`` of silence; audio is written a
-period at a time; gaps while synthesis catches up are filled with silence so the
-device never underruns mid-utterance; an utterance is ``finished`` once a full
-buffer of later frames has been written behind its last frame (its :class:`Mark`),
-so its end is never cut. Between utterances the stream is stopped but the PCM stays
-open for ``audio.keep_open_s``. If the device cannot be opened or fails,
-:meth:`Output.fail` closes it, reports ``state: degraded`` with the reason, fails
-the utterances still in its buffer, and the device is retried every
-``audio.reopen_interval_s``. It is ``ok`` again only once a write got through: more frames
-than its buffer holds were written in one run of the stream, so earlier ones have left the
-buffer (a ``file`` PCM, which writes to its file only then, has written them; opening a
-PCM, or writing less than a buffer, proves nothing). Each recovery probe writes a buffer
-and a period of silence for that.
-
-The PCM itself lives in a helper process (:mod:`agent.audio.pcm_host`): every ALSA call
-waits for it without holding the interpreter lock and at most ``audio.device_timeout_s``,
-so a device that blocks (a named pipe nobody reads, a hung sound server) degrades the
-player and fails its utterances instead of stopping MQTT, health and the watchdog.
+The device is opened for the first item at the voice's format (converted in software to what ALSA
+grants), written a period at a time with silence filling gaps, and an utterance is ``finished``
+once a buffer of later frames is behind it. A failed device is reported ``degraded``, its
+utterances failed and retried; it is ``ok`` again only once a write got through. The PCM lives in
+a helper process (:mod:`agent.audio.pcm_host`). Design: docs/internals.md#the-players-output.
 """
 
 from __future__ import annotations

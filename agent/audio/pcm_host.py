@@ -1,25 +1,10 @@
 """The player's side of the PCM helper process (:mod:`agent.audio.pcm_server`).
 
-:class:`PcmHost` starts the helper, and :meth:`PcmHost.open_pcm` returns a :class:`RemotePcm`:
-an object with the methods of a pyalsaaudio PCM that :class:`agent.audio.device.OutputDevice`
-uses (``info``, ``write``, ``avail``, ``drop``, ``close``), each one a request to the helper
-that the player thread waits for in ``poll()``, never holding the interpreter lock and
-never longer than its deadline:
-
-* an open has ``audio.device_timeout_s``. One that does not answer in time fails the open
-  (:exc:`alsaaudio.ALSAAudioError`, so the player reports the device degraded) but is left
-  pending in the helper: the next attempt collects its answer, so a device that was only
-  slow (a named pipe whose reader comes, a sound server that wakes up) opens without a new
-  process, and while it stays blocked each later attempt fails at once;
-* every other call has ``audio.device_timeout_s`` plus the length of the device's buffer
-  (closing drains it). One that does not answer in time kills the helper; the next open
-  starts a new one.
-
-A helper that exits (alsa-lib aborts, the kernel kills it) fails the call in progress the
-same way. Killed helpers that do not go away (stuck in the kernel) are reaped later; while
-:data:`MAX_LINGERING` of them remain, no new one is started.
-
-Player thread only, like the device itself.
+:class:`PcmHost` starts the helper; :meth:`PcmHost.open_pcm` returns a :class:`RemotePcm` with the
+methods of a pyalsaaudio PCM that the device uses, each one a request the player thread waits for
+in ``poll()`` without the interpreter lock and never past its deadline. A slow open is left
+pending for the next attempt; any other late call kills the helper. Player thread only. Deadlines
+and lingering helpers: docs/internals.md#the-players-side-of-the-pcm-helper.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
-"""Whether an ALSA PCM name resolves, found without opening the PCM.
+"""Whether an ALSA PCM name resolves, found without opening the PCM (``check-config``).
 
-Opening a PCM is a side effect: on a real card it takes the device (a running agent then gets
-``EBUSY``), and a ``file`` PCM creates its file. So ``check-config`` only reads alsa-lib's
-configuration (``snd_config_update_r``, through ctypes: the files alsa-lib reads,
-``ALSA_CONFIG_PATH`` included, with their hooks, e.g. ``/etc/asound.conf`` and ``~/.asoundrc``)
-and looks the name up as ``snd_pcm_open`` would: ``hw:0`` is PCM ``hw`` with arguments.
-
-* A name that is not defined there is a problem (a typo: ``defualt``, ``plughwe:1``).
-* A ``file`` PCM (``file:'/tmp/x.wav',wav``, or one defined with ``type file``) needs its
-  file's directory: a missing one is a problem.
-* A card that is absent now is not: a USB card may be plugged in later, and the agent retries
-  the device (``audio.reopen_interval_s``), so it is only reported in the note.
+Opening a PCM takes the device or creates a ``file`` PCM's file, so this only reads alsa-lib's
+configuration through ctypes and looks the name up as ``snd_pcm_open`` would. An undefined name
+and a ``file`` PCM without its directory are problems; a card absent now is only noted. The rules:
+docs/internals.md#resolving-a-pcm-name.
 """
 
 from __future__ import annotations

@@ -1,36 +1,11 @@
 """The PCM helper process: it owns the player's playback PCM and makes every ALSA call on it.
 
-Why a process: pyalsaaudio keeps the interpreter lock while it opens and configures a PCM
-(``snd_pcm_open``, ``snd_pcm_hw_params``), stops it (``snd_pcm_drop``) and closes it; only
-``write`` and ``drain`` let go of it. A device that blocks in one of those calls (alsa-lib's
-``file`` plugin opening a named pipe nobody reads, a sound server that does not answer)
-would stop every thread of the agent: MQTT keepalives, health, the watchdog. Here it only
-blocks this process, and :class:`agent.audio.pcm_host.PcmHost` waits for it with a deadline.
-
-Started as ``python -m agent.audio.pcm_server PARENT_PID [LEVEL FORMAT]`` by the host, never
-by hand. It imports only pyalsaaudio, the standard library and the agent's logging, so it starts
-quickly; it logs as its parent does (``LEVEL FORMAT``: :func:`agent.logs.helper_arguments`),
-alsa-lib's own messages included (:mod:`agent.audio.alsa_log`). It ends when its
-stdin closes, and is killed when the agent thread that started it ends
-(``PR_SET_PDEATHSIG``). It ignores SIGINT and SIGTERM: a terminal's Ctrl-C or the service
-manager's stop signal goes to the whole process group, and the agent, not the signal, ends
-the helper, after closing the PCM.
-
-Protocol, both ways over the helper's stdin and stdout: frames of :data:`HEADER` (an
-operation or status byte, a 32-bit little-endian length) and that many bytes. The helper
-first sends ``OK`` with :data:`READY`, then answers each request with exactly one frame:
-
-======== ====================================== ==========================================
-request  payload                                answer (``OK``)
-======== ====================================== ==========================================
-OPEN     JSON: :data:`OPEN_KEYS`                JSON: ``pcm.info()``
-WRITE    frames, at most :data:`MAX_PAYLOAD`    ``<q``: frames written, 0 (full), -EPIPE
-AVAIL    none                                   ``<q``: frames free in the buffer
-DROP     none                                   none
-CLOSE    none                                   none
-======== ====================================== ==========================================
-
-``ALSA_ERROR`` carries pyalsaaudio's message (UTF-8); ``BAD_REQUEST`` says what was wrong.
+pyalsaaudio keeps the interpreter lock while it opens, configures, stops and closes a PCM, so a
+device that blocks there would stop every thread of the agent; here it blocks only this
+process, which :class:`agent.audio.pcm_host.PcmHost` starts (``python -m
+agent.audio.pcm_server PARENT_PID [LEVEL FORMAT]``, never by hand) and waits for with a
+deadline. Requests and answers are frames of :data:`HEADER` over stdin and stdout. Why, how it
+starts and ends, and the protocol: docs/internals.md#the-pcm-helper-process.
 """
 
 from __future__ import annotations

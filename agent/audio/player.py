@@ -1,51 +1,11 @@
-"""The playback worker: a priority queue of utterances played through ALSA on one thread.
+"""The playback worker: a priority queue of utterances (:class:`~agent.audio.item.PlayItem`)
+played through ALSA on one thread.
 
-Integration contract (names other modules use)
-----------------------------------------------
-``PlayItem(request_id, *, priority=PRIORITY_NORMAL, volume=1.0, expires_at=None,
-format=None, max_buffered_s=30.0)``
-    One utterance. ``priority``: int, higher is more urgent; an item with priority
-    >= ``PRIORITY_URGENT`` that is more urgent than the utterance playing interrupts
-    it with a short fade (``audio.fade_ms``) and plays next. ``volume``: 0.0-1.0 for
-    this request, applied in software. ``expires_at``: a ``time.monotonic()``
-    deadline; an item still queued when it passes is dropped (``expired`` event),
-    never played late. ``format``: the chunks' format if known (``voice.sample_rate``,
-    16-bit mono), so the device is opened and prepared before the first chunk.
-    The synthesis worker (any thread) feeds it while it plays:
-    ``item.put(chunk: AudioChunk) -> bool`` (waits while the item already holds
-    ``max_buffered_s`` unplayed; returns False once the item is over, so synthesis
-    can stop), ``item.close()`` when done, or ``item.fail(reason)``. The first
-    sentence plays while later ones are synthesized. ``item.wait(timeout)`` blocks
-    until the final event; ``item.result`` holds it.
-
-``AudioPlayer(settings: AudioSettings, on_event: Callable[[PlaybackEvent], None])``
-    ``start()``; ``submit(item)`` (``QueueFull`` when ``audio.queue_max`` items wait and it
-    is not more urgent than all, ``PlayerClosed`` when not running: ``SubmitError`` s);
-    ``has_room(priority, timeout=0.0)``: would ``submit`` take it, waiting for room (the
-    synthesis worker asks first); ``stop(flush=False)`` cuts the utterance playing
-    within one period and, with ``flush``, drops everything queued; ``set_volume(v)``
-    (ALSA mixer when ``audio.mixer`` is set, else software, ramped); ``close(timeout)``;
-    ``stats()`` -> :class:`~agent.audio.stats.PlayerStats` (``state``, ``reason``,
-    ``device``, ``queue_depth``, ``playing``, ``underruns``, ``device_errors``,
-    ``seconds_played``, per-kind event counts, ``volume``, ``busy_since``, ``alive``).
-
-``PlaybackEvent(kind, request_id, reason=None, audio_seconds=0.0)``
-    kind is ``started`` (first frame written), ``finished`` (played out, drained from
-    the device buffer), ``interrupted`` (preempted, stopped, flushed, shut down),
-    ``failed`` (device error or ``item.fail``), ``expired``. Each item gets at most
-    one ``started`` and exactly one of the other four.
-
-Threads: ``on_event`` is called on the player thread, one event at a time. The
-receiver must only hand the event on (e.g. put it on a bounded queue); blocking
-there stalls playback. Every other method is safe from any thread.
-
-Parts
------
-:class:`AudioPlayer` here owns the thread, the loops and the state other threads touch.
-:mod:`.queue` is the play queue; :mod:`.utterance` holds one utterance's frames and the
-rules for ending it early; :mod:`.output` owns the device and everything written to it
-(device handling, failure and recovery are described there); :mod:`.events` is how
-events leave; :mod:`.stats` types the counters; :mod:`.volume` applies the device volume.
+:class:`AudioPlayer` owns the thread, the loops and the state other threads touch; it reports
+each item's ``started`` and exactly one final :class:`~agent.audio.item.PlaybackEvent` through
+``on_event``, on the player thread (the receiver only hands it on). Every other method is safe
+from any thread. The contract (priorities, interruption, expiry, feeding an item while it plays)
+and the parts: docs/internals.md#the-player.
 """
 
 from __future__ import annotations

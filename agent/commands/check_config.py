@@ -1,33 +1,11 @@
 """``tts-agent check-config``: validate the settings, then check what they name.
 
-It is the unit's ``ExecStartPre=`` gate, so it checks what can be checked without side effects
-(nothing is opened for writing, no PCM is opened, no model is loaded):
-
-* the settings themselves (unknown keys, bounds: :func:`agent.settings.load_settings`);
-* ``models.dir`` is a readable directory, the default voice is installed there and the files it
-  is served from match their manifest (sizes and sha256; the other variant's sizes only);
-* the files the MQTT settings name (CA, client certificate and key, password file) are regular
-  files this user can read; ``cache.dir`` (and the journal's and Prometheus files' directories)
-  can be written or created;
-* the hardware profile resolves when one is named, and the PCM the agent will open resolves in
-  alsa-lib's configuration (:mod:`agent.audio.pcm_names`);
-* the device lexicon (``text.lexicon``), when set, is a file the agent can use: every entry
-  checked as at load (:mod:`agent.text.lexicon_file`; IPA against the default voice's id map),
-  one line per problem.
-
-Access is checked for the user this runs as. Under the unit, ``ExecStartPre=`` runs as the
-service's own user (``DynamicUser=``), so there it is the service's access; root reads every
-file, so a check run by hand as root cannot tell (``--explain`` says so).
-
-One line per problem on standard error and exit 2; otherwise the effective settings as JSON
-(secrets masked) and exit 0. ``--explain`` prints what was checked and which path rule applied
-instead of the JSON; ``--settings-only`` checks the settings alone (a staged install, whose
-paths are not in place yet). ``--gate`` (the unit's ``ExecStartPre=``) prints the default voice's
-problems as warnings and does not fail on them: the agent then starts, reports the refused voice
-to the fleet (``model_rejected``, health ``failing``) and loads it once its files are mended,
-which a device held in systemd's restart loop could not. A refused lexicon is a warning there
-too: the agent runs without it, reports it (health ``lexicon``) and loads it once it is fixed;
-so is a missing chimes directory or default chime (the agent plays the request without it).
+It is the unit's ``ExecStartPre=`` gate, so it checks only what can be checked without side
+effects (nothing is opened for writing, no PCM is opened, no model is loaded), for the user it
+runs as. One line per problem on standard error and exit 2; otherwise the effective settings as
+JSON (secrets masked) and exit 0. What is checked and the options (``--explain``,
+``--settings-only``, ``--gate``): docs/internals.md#check-config and
+docs/operations.md#checking-a-configuration.
 """
 
 from __future__ import annotations

@@ -1,26 +1,9 @@
 """``tts-agent fleet``: a read-only view of the fleet from the retained status and health topics.
 
-    tts-agent fleet
-    tts-agent fleet --group lobby --state offline --state silent
-    tts-agent fleet --json
-    tts-agent fleet --watch
-
-Subscribes to two wildcard filters (``{prefix}/+/status``, ``{prefix}/+/health``: never one per
-device) through :class:`agent.mqtt.fleet_view.FleetView`, collects the retained messages until
-none has come for ``--settle`` seconds, and prints one line per device: id, state, groups,
-voice, version, queue, last error, health age. ``--watch`` keeps following the topics and redraws
-the table in place on a terminal (a changed device prints its line again when the output is
-not a terminal); Ctrl-C ends it with status 0.
-
-``--probe`` (``auto``, the default): when the retained read found no device (a broker that
-delivers retained messages only to exact-topic subscriptions, like RabbitMQ 3.10's MQTT plugin),
-``fleet`` pings every device on the all-devices command topic and lists those that answered
-within the settle time (:func:`agent.mqtt.fleet_view.read_fleet`); ``always`` pings on any
-broker (what a retained message says still wins), ``never`` only reads.
-
-The broker and the credentials come from the settings and ``send``'s connection options
-(``-h``, ``-p``, ``--cafile``, ``-u``, ``--password-file``, ...). Exit status: 0 the view was
-printed (also when no device is known), 2 bad options, 3 no broker.
+Collects the retained messages through :class:`agent.mqtt.fleet_view.FleetView` until none came
+for ``--settle`` seconds and prints one line per device; ``--watch`` keeps following, ``--probe``
+pings the fleet where the broker gives wildcards no retained messages. Exit status 0 printed, 2
+bad options, 3 no broker. Usage: docs/cli.md; design: docs/internals.md#tts-agent-fleet.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """``tts-agent prepare``: fill the cache a start reads, so a first start is as fast as later ones.
 
-A voice's first load builds what every later load reads from the optimised-model cache
-(``<cache.dir>/ort``, :mod:`agent.voice.onnx_session`): onnxruntime's optimised graph and, for
-a voice that streams, the switchable graph with its measured decoder padding
-(:mod:`agent.voice.sessions`). That is much slower than a load from the cache. This command
-loads each installed voice exactly as ``tts-agent run`` would with the same settings file (the
-same hardware profile, variant, onnxruntime options and cache directory, so the very cache key
-the daemon will look up), which stores those files; the daemon's first start then finds them.
-
-``./build.sh`` runs it for the checkout and ``./build.sh install`` for the installed service
-(with ``/etc/tts-agent/agent.toml``). Run it again after changing the hardware profile or the
-voices by hand; it is quick when the cache is already filled. One line per voice on stdout; a
-voice that cannot be loaded or whose files cannot be stored is one error line and exit 1.
+Loads each installed voice exactly as ``tts-agent run`` would with the same settings file, which
+stores onnxruntime's optimised graph and the switchable graph in ``<cache.dir>/ort``. One line per
+voice on stdout; a voice that cannot be loaded or stored is an error line and exit 1. Why and when
+to run it: docs/internals.md#tts-agent-prepare.
 """
 
 from __future__ import annotations

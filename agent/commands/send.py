@@ -1,27 +1,11 @@
 """``tts-agent send``: a small controller. Publishes one command, optionally waits for the answer.
 
-    tts-agent send --device kiosk-1 speak "Doors closing" --priority urgent --wait
-    tts-agent send -h broker.example -p 8883 --cafile ca.pem --group lobby volume 0.4
-    tts-agent send --all ping --wait --timeout 3
-
-The command is validated locally with the same schema the agent uses, so a typo fails here.
-The broker comes from the settings, overridden by ``mosquitto_pub``'s options (``-h``, ``-p``,
-``--cafile``, ``--cert``, ``--key``, ``-u``, ``--password-file``, ``-V``); inside ``send``,
-``-h`` is the host, as in ``mosquitto_pub``, and ``--help`` shows the help. A password on the
-command line (``-P``) is refused: every user of the machine can read it.
-
-Connecting makes one attempt, bounded by ``--connect-timeout``: a refused connection fails at
-once, an unreachable host after the timeout. With ``--wait`` the final event is printed as one
-JSON line (:mod:`agent.commands.send_wait`); ``--timeout`` bounds the silence, not the length of
-the speech. For ``--group`` and ``--all`` the devices that should answer are learned from the
-retained status first, and every one is accounted for (:mod:`agent.commands.send_account`).
-
-Exit status: 0 the command succeeded (or was sent, without ``--wait``); 1 it ended otherwise
-(rejected, failed, expired, interrupted); 2 bad arguments, an invalid command or connection
-option; 3 no broker, or no answer for ``--timeout`` (``--group``/``--all``: from some
-expected device). An id the agent already served is answered
-with a final ``duplicate`` event, printed like any other; the exit status is then that of the
-original outcome it names (``outcome``).
+The command is validated locally with the agent's own schema; the broker comes from the settings
+and ``mosquitto_pub``-like options (a password on the command line is refused). ``--wait`` prints
+the final event (:mod:`agent.commands.send_wait`); for ``--group``/``--all`` every expected device
+is accounted for (:mod:`agent.commands.send_account`). Exit status 0 succeeded, 1 ended otherwise,
+2 bad arguments, 3 no broker or no answer. Usage: docs/cli.md; design:
+docs/internals.md#tts-agent-send.
 """
 
 from __future__ import annotations

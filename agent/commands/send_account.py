@@ -1,26 +1,10 @@
 """``tts-agent send --group G ... --wait`` and ``--all --wait``: the account, device by device.
 
-Before the command is published, ``send`` reads the retained status and health topics with
-:class:`agent.mqtt.fleet_view.FleetView` (two wildcard filters on the same connection, until
-none came for ``--settle`` seconds; where that names no device, ``--probe`` pings the fleet and
-takes the answers too: :func:`agent.mqtt.fleet_view.read_fleet`): the devices whose presence
-says ``online`` and, for ``--group``, that list the group are *expected*. The final events then
-come from the events wildcard (or the MQTT 5 Response Topic) as before; each is printed as one
-JSON line on stdout as it arrives. The wait ends as soon as every expected device has answered,
-or for a device when it has been silent (no event for the request) for ``--timeout`` seconds,
-or when its presence turns ``offline`` or ``stopped`` meanwhile. Then a summary goes to stderr:
-how many answered, finished and failed, the devices that failed or did not answer by name, the
-devices that answered without being expected (``extra``: joined meanwhile, or their status was
-not retained) and the known members that were not online when the command was sent.
-
-Exit status: 0 every expected device finished (and every extra one); 1 every expected device
-answered but some did not succeed; 3 some expected device did not answer, or some known member
-was stopped or offline when the command was sent (it did not finish either; ``--online-only``
-leaves those out of the status, for fleets whose retired devices keep a retained status).
-With no device expected (no retained status on this broker, no answer to the probe) the wait is
-the old one: until ``--timeout`` passed without an event, 3 when nothing answered.
-
-A helper module of :mod:`agent.commands.send`: it adds no sub-command of its own.
+Before the command is published the expected devices are read from the retained status
+(:func:`agent.mqtt.fleet_view.read_fleet`); each final event is printed as it arrives, the wait
+ends when every expected device answered or went silent, and a summary names who failed or did not
+answer. A helper of :mod:`agent.commands.send`, no sub-command of its own. When the wait ends and
+the exit status: docs/internals.md#the-account-of-a-group-send.
 """
 
 from __future__ import annotations

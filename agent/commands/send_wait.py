@@ -1,19 +1,9 @@
 """``tts-agent send --wait``: wait for a command's final event and print it.
 
-``--timeout`` bounds the *silence*, not the length of the speech: the wait is given up only
-when no event for the request (``accepted``, ``started``, ``in_progress``, ``progress``, a
-final) has come for ``--timeout`` seconds. An agent publishes ``progress`` for an open speak
-request every ``mqtt.progress_interval_s`` of quiet (:meth:`agent.mqtt.tracker.RequestTracker.
-heartbeat`), so a long announcement keeps the wait alive while a device that went away does
-not.
-
-Over MQTT 5 the final event arrives on a private Response Topic with Correlation Data (the
-copy on the events topic is not printed); over 3.1.1 it is picked from the events topic by id.
-``--progress`` prints the events before it too. For ``--device`` the wait ends with the final
-event; ``--group`` and ``--all`` are accounted for device by device
-(:mod:`agent.commands.send_account`).
-
-A helper module of :mod:`agent.commands.send`: it adds no sub-command of its own.
+``--timeout`` bounds the *silence*, not the length of the speech (an open request's ``progress``
+events keep the wait alive). Over MQTT 5 the final event comes on a private Response Topic, over
+3.1.1 from the events topic by id. A helper of :mod:`agent.commands.send`, no sub-command of its
+own. Design: docs/internals.md#waiting-for-the-answer.
 """
 
 from __future__ import annotations

@@ -1,34 +1,28 @@
 """Optional parts of the daemon that run beside the core (lexicon watcher, Wyoming server,
-Home Assistant discovery, ...): one seam so that each wires itself in without growing
+Home Assistant discovery): one seam so that each wires itself in without growing
 :mod:`agent.daemon.service`.
 
-An add-on is built by a factory from the running daemon (after its library, transport and
-pipeline exist) and returns ``None`` when its settings switch it off.
-The service calls, on its main thread, :meth:`Addon.start` after the core workers run,
-:meth:`Addon.stop` early in a stop (right after the MQTT intake closes, so that no add-on takes
-new work while the queue drains), and, on the MQTT network thread after every connect,
-:meth:`Addon.on_connected`; after a SIGHUP reload, an add-on's optional ``on_reload()`` (it reads
-the service's settings again). An add-on that fails to start is logged and left out; it never
-stops the agent.
-
-To add one: write ``build(service) -> Addon | None`` in the feature's own module and list it in
-:data:`FACTORIES`.
+An add-on is built by a factory, ``build(context) -> Addon | None``, in the feature's own module:
+``context`` is a protocol of that module naming only what it reads of the daemon (never the
+service class), and ``None`` means its settings switch it off. To add one, list its factory in
+:data:`FACTORIES` and its context in :class:`AddonContext`. Life cycle:
+docs/internals.md#add-ons.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
+from agent.library.lexicon import LexiconContext
 from agent.library.lexicon import build as lexicon_addon
 from agent.logs import get_logger
+from agent.mqtt.ha_addon import HaContext
 from agent.mqtt.ha_addon import build as ha_discovery_addon
+from agent.wyoming.addon import WyomingContext
 from agent.wyoming.addon import build as wyoming_addon
 
-if TYPE_CHECKING:
-    from agent.daemon.service import AgentService
-
-__all__ = ["FACTORIES", "Addon", "AddonSet"]
+__all__ = ["FACTORIES", "Addon", "AddonContext", "AddonSet"]
 
 log = get_logger(__name__)
 
@@ -47,7 +41,12 @@ class Addon(Protocol):
         ...
 
 
-Factory = Callable[["AgentService"], "Addon | None"]
+class AddonContext(LexiconContext, WyomingContext, HaContext, Protocol):
+    """Everything the add-ons read of the daemon: the union of their own contexts, which
+    :class:`agent.daemon.service.AgentService` satisfies structurally."""
+
+
+Factory = Callable[[AddonContext], "Addon | None"]
 
 FACTORIES: list[Factory] = [lexicon_addon, wyoming_addon, ha_discovery_addon]
 """Every add-on's factory, in start order."""
@@ -56,11 +55,11 @@ FACTORIES: list[Factory] = [lexicon_addon, wyoming_addon, ha_discovery_addon]
 class AddonSet:
     """The add-ons a service runs (built once, in :data:`FACTORIES` order)."""
 
-    def __init__(self, service: AgentService, factories: Sequence[Factory] = ()) -> None:
+    def __init__(self, context: AddonContext, factories: Sequence[Factory] = ()) -> None:
         self.running: list[Addon] = []
         self.addons: list[Addon] = []
         for factory in factories or FACTORIES:
-            addon = factory(service)
+            addon = factory(context)
             if addon is not None:
                 self.addons.append(addon)
 

@@ -1,20 +1,10 @@
 """The main thread's loop: run a service until SIGTERM or SIGINT, reload it on SIGHUP.
 
 The signal handlers only record the signal; the work (start, READY, reload, stop) happens on
-the main thread, one signal at a time, in the order they came.
-
-Python runs signal handlers on the main thread only, but the kernel may hand a
-process-directed signal to any thread: onnxruntime's pool, paho's network thread, the player.
-Then nothing interrupts the main thread, and a main thread blocked in ``Event.wait()`` (or a
-lock) would never run the handler: the signal would be lost. So the main thread waits in
-``poll()`` on a socket pair registered with :func:`signal.set_wakeup_fd`: the C-level
-handler, whichever thread it runs on, writes the signal number there, ``poll`` returns and
-the interpreter runs the Python handler on the main thread at once. The wait is also bounded
-(:data:`POLL_S`), so a wake-up byte that could not be written (a full socket) delays a signal
-by at most that long. The start waits for the default voice in timed steps and asks whether a
-stop came (``service.start(cancelled)``), so a stop during a long load takes effect too; a
-SIGHUP reload runs on a helper thread while the main thread keeps waiting for signals, so a
-stop during a long (or hung) voice check is not held until the check ends.
+the main thread, one signal at a time, in the order they came. The main thread waits in
+``poll()`` on a :func:`signal.set_wakeup_fd` socket pair, so a signal the kernel hands to
+another thread is not lost, and a SIGHUP reload runs on a helper thread, so a stop is never held
+by a long voice check. Why: docs/internals.md#the-main-loop-and-signals.
 """
 
 from __future__ import annotations

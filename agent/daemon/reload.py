@@ -1,22 +1,17 @@
-"""What a reload changes in the running agent.
+"""What a reload changes in the running agent: SIGHUP (:meth:`agent.daemon.service.AgentService.
+reload`: the settings read again, every voice and the device lexicon re-checked) and the
+``reload`` command (one voice or all of them re-checked, or a staged voice switched).
 
-- SIGHUP (:meth:`agent.daemon.service.AgentService.reload`): the settings file is read again and
-  every voice re-checked. Of the settings only ``[log]`` (level, format) and the Home
-  Assistant discovery fields of ``[mqtt]`` (:data:`LIVE_MQTT_FIELDS`) are applied at once;
-  other changed sections are logged as needing a restart (the running parts keep the
-  settings they were built with). An unreadable or invalid file keeps the old settings.
-- The ``reload`` command (dispatch thread): re-check one voice or all of them, or switch a
-  staged voice to another installed version.
-- Both read the device lexicon (``text.lexicon``) again when all voices are re-checked
-  (:class:`agent.library.lexicon.LexiconHolder`: a refused file keeps the lexicon in service).
-
-Voices are validated and swapped by :class:`agent.library.voices.VoiceLibrary`; this module
-only decides what to ask it and how the outcome reads.
+Each step answers with a value (:class:`SettingsChange`, :class:`LexiconChange`, the voices'
+:class:`~agent.library.voices.ReloadResult`, together a :class:`ReloadReport`); callers decide
+on those values, and the one-line STATUS is rendered from them (:meth:`ReloadReport.line`).
+What a reload applies: docs/internals.md#reloads.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from agent.library.lexicon import holder_of
@@ -25,12 +20,13 @@ from agent.logs import configure_logging, get_logger
 from agent.mqtt.dispatch import ReloadError
 
 if TYPE_CHECKING:
+    from agent.library.lexicon import LexiconOutcome
     from agent.library.voices import ReloadResult, VoiceLibrary
     from agent.mqtt.protocol import ReloadCommand
     from agent.settings import Settings
 
-__all__ = ["LIVE_MQTT_FIELDS", "lexicon_summary", "reload_command", "reload_settings",
-           "voices_summary"]
+__all__ = ["LIVE_MQTT_FIELDS", "LexiconChange", "ReloadReport", "SettingsChange", "reload_all",
+           "reload_command", "reload_lexicon", "reload_settings"]
 
 log = get_logger(__name__)
 
@@ -38,18 +34,87 @@ LIVE_MQTT_FIELDS = ("ha_discovery", "ha_prefix", "ha_device_name", "ha_priority"
 """``[mqtt]`` fields a reload applies at once (Home Assistant discovery, via its add-on)."""
 
 
-def reload_settings(current: Settings, load_settings: Callable[[], Settings],
-                    ) -> tuple[Settings, str]:
-    """The settings to run with after re-reading them, and one line saying what changed.
+@dataclass(frozen=True, slots=True)
+class SettingsChange:
+    """What re-reading the settings file did."""
 
-    Logging is reconfigured when ``[log]`` changed; nothing else is applied.
+    log_level: str
+    """The log level in force afterwards."""
+    restart: tuple[str, ...] = ()
+    """Changed sections that are not applied until a restart."""
+    kept: str | None = None
+    """Why the file could not be used (its error's first line); then nothing changed."""
+
+    def line(self) -> str:
+        """``log level info, restart needed for mqtt`` or ``settings kept (why)``."""
+        if self.kept is not None:
+            return f"settings kept ({self.kept})"
+        restart = f", restart needed for {', '.join(self.restart)}" if self.restart else ""
+        return f"log level {self.log_level}{restart}"
+
+
+@dataclass(frozen=True, slots=True)
+class LexiconChange:
+    """What reading the device lexicon again did."""
+
+    outcome: LexiconOutcome
+    error: str | None = None
+    """Of a ``rejected`` file: why (the lexicon in service is kept)."""
+
+    def line(self) -> str:
+        """``lexicon loaded`` (``unchanged``, or ``rejected: why``)."""
+        why = f": {self.error}" if self.outcome == "rejected" else ""
+        return f"lexicon {self.outcome}{why}"
+
+
+@dataclass(frozen=True, slots=True)
+class ReloadReport:
+    """One reload: the settings (None: not re-read), each voice, the lexicon (None: unset or
+    not re-read)."""
+
+    voices: tuple[ReloadResult, ...]
+    settings: SettingsChange | None = None
+    lexicon: LexiconChange | None = None
+
+    @property
+    def rejected(self) -> list[str]:
+        """``voice: why`` of every rejected voice, then the lexicon's refusal."""
+        found = [f"{r.voice}: {r.reason}" for r in self.voices if r.outcome == "rejected"]
+        if self.lexicon is not None and self.lexicon.outcome == "rejected":
+            found.append(self.lexicon.line())
+        return found
+
+    def voices_line(self) -> str:
+        """``voices 1 loaded, 2 unchanged`` (or ``voices none installed``)."""
+        counts: dict[str, int] = {}
+        for result in self.voices:
+            counts[result.outcome] = counts.get(result.outcome, 0) + 1
+        return "voices " + (", ".join(f"{n} {o}" for o, n in sorted(counts.items()))
+                            or "none installed")
+
+    def line(self) -> str:
+        """The one-line result (SIGHUP's STATUS): ``reloaded: log level info; voices 1
+        unchanged; lexicon loaded``."""
+        parts = [self.settings.line()] if self.settings is not None else []
+        parts.append(self.voices_line())
+        if self.lexicon is not None:
+            parts.append(self.lexicon.line())
+        return "reloaded: " + "; ".join(parts)
+
+
+def reload_settings(current: Settings, load_settings: Callable[[], Settings],
+                    ) -> tuple[Settings, SettingsChange]:
+    """The settings to run with after re-reading them, and what changed.
+
+    Logging is reconfigured when ``[log]`` changed, the Home Assistant fields of ``[mqtt]``
+    (:data:`LIVE_MQTT_FIELDS`) are taken over; nothing else is applied.
     """
     try:
         new = load_settings()
     except Exception as exc:  # ConfigError, or anything a broken file provokes
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         log.error("settings_reload_failed", error=str(exc))
-        return current, f"settings kept ({first})"
+        return current, SettingsChange(current.log.level, kept=first)
     changed = [name for name in type(current).model_fields
                if getattr(new, name) != getattr(current, name)]
     if "log" in changed:
@@ -58,35 +123,30 @@ def reload_settings(current: Settings, load_settings: Callable[[], Settings],
     if "mqtt" in changed and new.mqtt.topic_prefix == current.mqtt.topic_prefix:
         live = {name: getattr(new.mqtt, name) for name in LIVE_MQTT_FIELDS}
         current = current.model_copy(update={"mqtt": current.mqtt.model_copy(update=live)})
-    restart = [name for name in changed if name != "log"
-               and getattr(new, name) != getattr(current, name)]
+    restart = tuple(name for name in changed if name != "log"
+                    and getattr(new, name) != getattr(current, name))
     if restart:
-        log.warning("settings_need_restart", sections=restart)
+        log.warning("settings_need_restart", sections=list(restart))
     log.info("settings_reloaded", changed=changed, log_level=current.log.level)
-    text = f"log level {current.log.level}"
-    return current, text + (f", restart needed for {', '.join(restart)}" if restart else "")
+    return current, SettingsChange(current.log.level, restart)
 
 
-def voices_summary(results: Sequence[ReloadResult]) -> str:
-    """``voices 1 loaded, 2 unchanged`` (or ``voices none installed``); rejections logged."""
-    counts: dict[str, int] = {}
-    for result in results:
-        counts[result.outcome] = counts.get(result.outcome, 0) + 1
+def reload_lexicon(voices: VoiceLibrary) -> LexiconChange | None:
+    """Read the device lexicon again (None when no lexicon is set)."""
+    holder = holder_of(voices)
+    if holder is None:
+        return None
+    outcome = holder.reload()
+    return LexiconChange(outcome, holder.last_error if outcome == "rejected" else None)
+
+
+def reload_all(voices: VoiceLibrary, settings: SettingsChange | None = None) -> ReloadReport:
+    """SIGHUP, after the settings: re-check every voice (rejections logged), then the lexicon."""
+    results = tuple(voices.reload())
     rejected = [f"{r.voice}: {r.reason}" for r in results if r.outcome == "rejected"]
     if rejected:
         log.warning("reload_rejected_voices", rejected=rejected)
-    return "voices " + (", ".join(f"{n} {o}" for o, n in sorted(counts.items()))
-                        or "none installed")
-
-
-def lexicon_summary(voices: VoiceLibrary) -> list[str]:
-    """Read the device lexicon again: ``["lexicon loaded"]`` (``unchanged``, or ``rejected:
-    why``); ``[]`` when no lexicon is set."""
-    holder = holder_of(voices)
-    if holder is None:
-        return []
-    outcome = holder.reload()
-    return [f"lexicon {outcome}" + (f": {holder.last_error}" if outcome == "rejected" else "")]
+    return ReloadReport(results, settings, reload_lexicon(voices))
 
 
 def reload_command(voices: VoiceLibrary, command: ReloadCommand,
@@ -106,9 +166,8 @@ def reload_command(voices: VoiceLibrary, command: ReloadCommand,
             results = voices.reload(command.voice)
     except VoiceNotFound as exc:
         raise ReloadError(str(exc)) from exc
-    problems = [f"{r.voice}: {r.reason}" for r in results if r.outcome == "rejected"]
-    if command.voice is None and command.version is None:
-        problems += [line for line in lexicon_summary(voices) if line.startswith("lexicon rej")]
-    if problems:
-        raise ReloadError("; ".join(problems))
+    everything = command.voice is None and command.version is None
+    report = ReloadReport(tuple(results), lexicon=reload_lexicon(voices) if everything else None)
+    if report.rejected:
+        raise ReloadError("; ".join(report.rejected))
     return voices.names()

@@ -1,21 +1,11 @@
 """The daemon's composition root: builds the parts, wires them, starts and stops them in order.
 
-Data flows one way::
-
-    MQTT network thread --Intake--> intake queue --Dispatcher--> job queue --SynthesisWorker-->
-    PlayItem --AudioPlayer--> ALSA            events <--RequestTracker <-- player / worker
-
-Threads: ``mqtt-network`` (paho; parse and hand on only), ``dispatch`` (commands),
-``synthesis`` (onnxruntime), the player thread (ALSA), ``health-reporter`` (snapshots),
-``sd-watchdog`` (systemd pings) and the main thread, which waits for signals in
-:func:`agent.daemon.mainloop.run_until_signal`. Presence is retained on
-``{prefix}/{device}/status``:
-``online`` on every connect, ``offline`` as the Last Will, ``stopped`` on a clean shutdown.
-
-systemd hears ``READY=1`` once the default voice is loaded and warm (:meth:`AgentService.
-notify_ready`), ``RELOADING=1`` ... ``READY=1`` around a SIGHUP reload and ``STOPPING=1`` on
-SIGTERM/SIGINT. The health report's sections and the watched workers are wired in
-:mod:`agent.daemon.health`.
+Data flows one way: MQTT network thread -> intake -> dispatcher -> job queue -> synthesis
+worker -> player -> ALSA, and events back through the request tracker. systemd hears
+``READY=1`` once the default voice is warm, ``RELOADING=1`` ... ``READY=1`` around a SIGHUP
+reload and ``STOPPING=1`` on a stop; the health sections and watched workers are wired in
+:mod:`agent.daemon.health`, the add-ons in :mod:`agent.daemon.addons`. Threads and presence:
+docs/internals.md#the-daemon-threads-and-start-up.
 """
 
 from __future__ import annotations
@@ -32,7 +22,7 @@ from agent.audio.chimes import Chimes
 from agent.audio.player import AudioPlayer
 from agent.daemon.addons import AddonSet
 from agent.daemon.health import add_sections, watch_workers
-from agent.daemon.reload import lexicon_summary, reload_command, reload_settings, voices_summary
+from agent.daemon.reload import reload_all, reload_command, reload_settings
 from agent.daemon.status import ping_status, presence
 from agent.hardware.effective import profile_or_reason
 from agent.health.liveness import Liveness, Watchdog
@@ -259,15 +249,13 @@ class AgentService:
         the voices are re-checked even when the settings file cannot be read."""
         self.notifier.reloading(status="reloading settings and voices")
         log.info("reload_started")
-        parts = []
+        change = None
         if load_settings is not None:
-            self.settings, text = reload_settings(self.settings, load_settings)
-            parts.append(text)
+            self.settings, change = reload_settings(self.settings, load_settings)
             self.addons.on_reload()
-        parts.append(voices_summary(self.voices.reload()))
-        parts += lexicon_summary(self.voices)
+        report = reload_all(self.voices, change)
         self.reporter.request()
-        summary, snap = "reloaded: " + "; ".join(parts), self.health.snapshot()
+        summary, snap = report.line(), self.health.snapshot()
         log.info("reload_finished", summary=summary, state=snap["state"])
         if not self.stopping.is_set():
             self.notifier.ready(status=f"{summary}; {summary_line(snap)}")

@@ -4,18 +4,60 @@ small status a ``ping`` answers with."""
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from agent import __version__
 from agent.mqtt.protocol import PingStatus, Presence
 
 if TYPE_CHECKING:
-    from agent.daemon.service import AgentService
+    import threading
 
-__all__ = ["ping_status", "presence"]
+    from agent.health.snapshot import Health
+    from agent.library.voices import VoiceLibrary
+    from agent.mqtt.client import MqttClient
+    from agent.mqtt.tracker import RequestTracker
+    from agent.settings import Settings
+
+__all__ = ["StatusContext", "ping_status", "presence"]
 
 
-def presence(service: AgentService, state: str) -> Presence:
+class StatusContext(Protocol):
+    """What presence and ``ping`` read of the running daemon."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def voices(self) -> VoiceLibrary: ...
+
+    @property
+    def profile_name(self) -> str | None: ...
+
+    @property
+    def site_id(self) -> str: ...
+
+    @property
+    def stopping(self) -> threading.Event: ...
+
+    @property
+    def started_at(self) -> float:
+        """``time.monotonic()`` at start."""
+        ...
+
+    @property
+    def tracker(self) -> RequestTracker: ...
+
+    @property
+    def volume(self) -> float: ...
+
+    @property
+    def client(self) -> MqttClient | None: ...
+
+    @property
+    def health(self) -> Health: ...
+
+
+def presence(service: StatusContext, state: str) -> Presence:
     """The retained ``{prefix}/{device}/status`` message for ``state`` (online, stopped,
     offline: the Last Will, which carries only the device's groups)."""
     settings = service.settings
@@ -31,7 +73,7 @@ def presence(service: AgentService, state: str) -> Presence:
     )
 
 
-def ping_status(service: AgentService) -> PingStatus:
+def ping_status(service: StatusContext) -> PingStatus:
     """The small status ``ping`` answers with (dispatch thread)."""
     return PingStatus(
         state="stopping" if service.stopping.is_set() else "online",

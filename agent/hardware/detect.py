@@ -1,23 +1,10 @@
 """What this machine is, read from files under one root path (``sysroot``).
 
-Everything comes from ``<sysroot>/proc/...`` and ``<sysroot>/sys/...`` so tests and
-``tts-agent profile --sysroot DIR`` can point detection at a captured fixture tree:
-
-* ``proc/cpuinfo`` - architecture, x86 vendor/family/model/flags, ARM implementer/part/Features,
-  the Raspberry Pi ``Model`` line;
-* ``proc/device-tree/model`` and ``compatible`` - the board (NUL-terminated strings);
-* ``proc/meminfo`` - memory total;
-* ``proc/self/status`` (``Cpus_allowed_list``) - the CPUs this process may run on (taskset, cpuset);
-* ``proc/self/cgroup`` + ``proc/self/mountinfo`` - where this process's cgroup lives;
-* ``sys/fs/cgroup/...`` - cgroup v2 ``cpu.max``/``cpuset.cpus.effective``/``memory.max`` or
-  v1 ``cpu.cfs_quota_us``/``cpuset.cpus``/``memory.limit_in_bytes`` (containers);
-* ``sys/devices/system/cpu/{online,cpuN/cpu_capacity,cpuN/topology/...}`` - online CPUs,
-  big.LITTLE capacities, physical cores; ``sys/devices/cpu_core/cpus`` - Intel hybrid P-cores;
-* ``proc/driver/nvidia/gpus/`` - an NVIDIA GPU with the proprietary driver.
-
-Missing files are normal (containers hide ``/proc/device-tree``, x86 has none): detection never
-fails, it records what it could not read in :attr:`HardwareInfo.notes`. Detection runs once at
-start-up on the calling thread; the result is immutable.
+Everything comes from ``<sysroot>/proc/...`` and ``<sysroot>/sys/...`` (CPU, board, memory,
+allowed CPUs, cgroup limits, big.LITTLE capacities, a GPU), so tests and ``tts-agent profile
+--sysroot DIR`` can point detection at a captured tree. Missing files are normal: detection never
+fails, it records what it could not read in :attr:`HardwareInfo.notes`. Runs once at start-up; the
+result is immutable. The files read: docs/internals.md#hardware-detection.
 """
 
 from __future__ import annotations

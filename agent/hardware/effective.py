@@ -41,7 +41,7 @@ from agent.hardware.sysroot import format_cpu_list
 from agent.hardware.tune_store import TuneFileError, TuneOverride, read_tune
 
 if TYPE_CHECKING:
-    from agent.settings import Settings
+    from agent.hardware.inputs import ProfileInputs as Settings  # agent.settings.Settings
 
 __all__ = ["EffectiveProfile", "ResolvedRuntime", "profile_or_reason", "resolve_profile",
            "tune_path"]

@@ -1,20 +1,9 @@
 """Hardware profiles: data-only TOML files, validated, matched against the detected hardware.
 
-A profile file ``firmware_profiles/<name>.toml`` has four tables (README, "Hardware profiles")::
-
-    description = "Raspberry Pi 4 ..."
-    [match]    # rules; every rule given must hold, the most specific matching profile wins
-    [runtime]  # onnxruntime threads and options, preferred model variant, providers
-    [audio]    # ALSA output, period/buffer sizes, play-queue length
-    [thermal]  # temperature limit and the thermal zones to watch
-
-The profile's name is its file name without ``.toml``. Loading raises :class:`ProfileError`
-naming the file and the field; nothing is silently defaulted for a misspelt key.
-
-Matching (:mod:`agent.hardware.match`): every rule present in ``[match]`` must hold; each rule
-adds its weight from :data:`~agent.hardware.match.SPECIFICITY` to the profile's score; the highest
-score wins, then the higher ``priority``, then the name (the explanation says when a tie was
-broken).
+A profile file ``firmware_profiles/<name>.toml`` has a description and the tables ``[match]``,
+``[runtime]``, ``[audio]`` and ``[thermal]``; loading raises :class:`ProfileError` naming the file
+and the field. The most specific matching profile wins (:mod:`agent.hardware.match`). The file and
+the matching: docs/internals.md#hardware-profiles (and docs/hardware-profiles.md).
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """Liveness from progress, not from timers.
 
-Each long-running worker (synthesis, audio, the MQTT loop) keeps its own marks, as plain
-attributes its thread sets: ``busy_since`` (the ``time.monotonic()`` stamp of the item or
-call in progress, ``None`` while waiting), a progress counter its loop increments on every
-turn, and whether its thread runs. :meth:`Liveness.watch` registers a worker by how to read
-those marks; :meth:`Liveness.check` reads them and turns them into a verdict. A worker is
-*hung* when it has been busy on one item longer than its ``stall_s``, or (if it declared a
-``beat_timeout_s``) idle without progress for longer than that, and *dead* when its thread
-has exited.
-
-:class:`Watchdog` pings systemd (``WATCHDOG=1``) at half the watchdog interval, but only
-while every watched worker is alive, so a hung worker lets the watchdog expire and systemd
-restarts the service.
+Each long-running worker keeps its own marks (``busy_since``, a progress counter, whether its
+thread runs); :meth:`Liveness.check` turns them into a verdict: *hung* when busy on one item past
+its ``stall_s`` (or idle without progress past its ``beat_timeout_s``), *dead* when its thread
+exited. :class:`Watchdog` pings systemd only while every watched worker is alive. Design:
+docs/internals.md#liveness.
 """
 
 from __future__ import annotations

@@ -1,22 +1,9 @@
 """The systemd notify protocol, spoken directly (no libsystemd).
 
-A service with ``Type=notify`` tells systemd how it is doing by sending datagrams of
-``KEY=VALUE`` lines to the AF_UNIX socket named in ``$NOTIFY_SOCKET`` (a path, or an
-abstract-namespace name written with a leading ``@``). The messages used here:
-
-- ``READY=1``: start-up is finished (the voice is warm, the agent can speak).
-- ``STATUS=...``: a one-line summary shown by ``systemctl status``.
-- ``WATCHDOG=1``: "still alive"; with ``WatchdogSec=`` systemd restarts the service when
-  these stop for longer than ``$WATCHDOG_USEC``.
-- ``RELOADING=1`` + ``MONOTONIC_USEC=``: a configuration reload has begun (``READY=1`` ends it).
-- ``STOPPING=1``: shutdown has begun.
-- ``EXTEND_TIMEOUT_USEC=``: start-up (or shutdown) needs more time than the unit allows.
-
-Outside systemd (no ``$NOTIFY_SOCKET``) every call is a cheap no-op returning ``False``.
-Sending never raises: a failure is logged once and reported through the return value, so a
-vanished socket can never take the agent down.
-
-Threads: any thread may call any method; every message opens its own socket.
+:class:`Notifier` sends ``KEY=VALUE`` datagrams (``READY``, ``STATUS``, ``WATCHDOG``,
+``RELOADING``, ``STOPPING``, ``EXTEND_TIMEOUT_USEC``) to ``$NOTIFY_SOCKET``. Outside systemd every
+call is a cheap no-op returning ``False``; sending never raises. Any thread; every message opens
+its own socket. The messages: docs/internals.md#the-systemd-notify-protocol.
 """
 
 from __future__ import annotations

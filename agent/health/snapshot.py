@@ -1,33 +1,11 @@
 """The health snapshot: what the fleet (and systemd's STATUS line) knows about this device.
 
-A :class:`Health` object gathers, on demand:
-
-- what it reads itself: uptime, version, device id, the system figures of
-  :class:`~agent.health.sysinfo.SystemProbe`, the workers' liveness (:mod:`agent.health.liveness`);
-- request counters and latency / real-time-factor / time-to-first-audio percentiles over
-  the last ``health.window`` requests, fed by :meth:`Health.record_request`;
-- one section per *provider*: a callable the daemon registers that returns a dict (the
-  voice library, the audio player's stats, the MQTT client's state...).
-
-:func:`evaluate` turns a snapshot into ``ok | degraded | failing`` with reasons. All the
-rules live there. The keys of provider sections that the rules read are (everything else is
-reported as it is):
-
-- any section: ``ok: false`` (+ ``error``) -> ``failing`` for ``voices``, ``degraded``
-  otherwise; or the provider's own verdict ``state: "degraded" | "failing"`` (+ ``reason``),
-  e.g. :meth:`agent.audio.player.AudioPlayer.stats` when the device is missing;
-- ``voices`` (the shape of :meth:`agent.library.voices.VoiceLibrary.status`): an empty ``voices``
-  list -> ``failing`` ("no voice loaded"); a ``last_reload`` entry whose ``outcome`` is
-  ``rejected`` -> ``degraded``; each of a loaded voice's ``problems`` (a stale variant, a damaged
-  file it does not serve) -> ``degraded``;
-- ``mqtt.connected: false`` (unless ``mqtt.enabled: false``) -> ``degraded``;
-- a provider that raises -> ``degraded``.
-
-Threads: :meth:`Health.record_request` runs on the workers that finish requests,
-:meth:`Health.snapshot` on the health reporter or the command that asks (``ping``);
-providers are called on the thread that takes the snapshot, so they must only read.
-
-The report's shape (and each section's) is :class:`agent.health.report.HealthReport`.
+A :class:`Health` object gathers, on demand, what it reads itself (uptime, system figures,
+liveness), the request window fed by :meth:`Health.record_request`, and one section per
+provider the daemon registers; :func:`evaluate` turns a snapshot into ``ok | degraded |
+failing`` with reasons (all the rules live there). Providers are called on the thread that takes
+the snapshot, so they must only read. The shape is :class:`agent.health.report.HealthReport`;
+the rules and threads: docs/internals.md#the-health-snapshot.
 """
 
 from __future__ import annotations

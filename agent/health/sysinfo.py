@@ -1,15 +1,9 @@
-"""What the health report reads from the system itself: memory, temperature, throttling,
-load and disk space. Linux only; every reading that is not available is ``None``.
+"""What the health report reads from the system itself: memory, temperature, throttling, load and
+disk space. Linux only; every reading that is not available is ``None``.
 
-Sources (relative to ``sysroot``, so tests can lay out a fake tree):
-
-- ``/proc/self/status``: ``VmRSS`` (resident memory) and ``VmHWM`` (its peak).
-- ``/sys/class/thermal/thermal_zone*/{type,temp}``: temperatures in millidegrees.
-- ``/sys/devices/platform/soc/soc:firmware/get_throttled``: the Raspberry Pi firmware's
-  throttling flags (hex), present on Raspberry Pi OS kernels.
-- ``/proc/loadavg`` and ``statvfs`` of the cache directory.
-
-Threads: :meth:`SystemProbe.read` runs on whichever thread builds the health snapshot.
+Files are read relative to ``sysroot``, so tests can lay out a fake tree; :meth:`SystemProbe.read`
+runs on whichever thread builds the health snapshot. The sources:
+docs/internals.md#system-readings.
 """
 
 from __future__ import annotations

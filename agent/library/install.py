@@ -1,21 +1,11 @@
-"""``models import``: put a Piper voice (``X.onnx`` + ``X.onnx.json``) into ``models.dir``
-without ever destroying what is installed.
+"""``models import``: put a Piper voice (``X.onnx`` + ``X.onnx.json``) into ``models.dir`` without
+ever destroying what is installed.
 
-- **No voice ``X`` yet:** a flat bundle ``models/X/`` (files + ``manifest.json``), built in a
-  hidden sibling directory and renamed into place.
-- **A staged voice** (``models/X/<version>/`` with ``current``): the import adds
-  ``models/X/<version>/`` (built in a hidden directory beside it, renamed into place) and leaves
-  ``current`` and ``previous`` alone unless asked to activate it.
-- **A flat voice:** it becomes staged first. Its files are linked (hard links, a copy where the
-  filesystem has none) into ``models/X/<its manifest's version>/``, ``current`` is made to point
-  there (one atomic rename), and only then are the top-level copies removed; at every step
-  ``models/X`` resolves to a complete bundle with the same bytes, so a running agent keeps
-  serving (its watcher reloads the same model from the version directory once).
-
-A version that is already installed is refused (``ImportRefused``) unless it holds exactly the
-files being imported (then the import changes nothing). Before a manifest is written the copy is
-checked as a Piper voice (:mod:`agent.library.piper_check`: onnxruntime loads it, its inputs and
-config are Piper's); every refusal leaves the models directory as it was.
+A new voice becomes a flat bundle, a new version of a staged voice a version directory (built
+hidden, renamed into place), and a flat voice is made staged first without ever leaving
+``models/X`` incomplete. The copy is checked as a Piper voice before its manifest is written;
+every refusal leaves the models directory as it was. The steps:
+docs/internals.md#importing-a-voice.
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
 """The device lexicon in service (``text.lexicon``), reloaded like the voices.
 
-A :class:`LexiconHolder` is what every voice's frontend is given: it has the
-:class:`~agent.text.lexicon.Lexicon` interface (``key``, ``rewrite``) and delegates to the
-lexicon in service, which :meth:`LexiconHolder.reload` swaps whole once a changed file has been
-checked (:func:`agent.text.lexicon_file.parse_lexicon`). Frontends see the new lexicon on their next
-call, and its ``key`` changes with the file's sha256, so their phoneme caches and the phrase
-cache never serve what the old one made. A file that cannot be used (a typo, one half-written,
-removed, too large, IPA the default voice cannot say) never replaces the lexicon in service: it
-is logged with the reason and kept in :meth:`LexiconHolder.status` (the health report's
-``lexicon``, which is then ``degraded``). A bad file at start leaves the agent running without a
-lexicon, and says so.
-
-Reloads come from the :class:`LexiconWatcher` (watchdog on the file's directory, debounced like
-:mod:`agent.library.watch`), SIGHUP and the ``reload`` command (:mod:`agent.daemon.reload`). The
-watcher runs as the daemon's ``lexicon`` add-on (:func:`build`).
+A :class:`LexiconHolder` is what every voice's frontend is given; :meth:`LexiconHolder.reload`
+swaps the lexicon whole once a changed file has been checked, and a file that cannot be used
+never replaces the one in service (it is reported in the health report's ``lexicon``). The
+:class:`LexiconWatcher` runs as the daemon's ``lexicon`` add-on (:func:`build`). Design:
+docs/internals.md#the-device-lexicon.
 """
 
 from __future__ import annotations
@@ -22,7 +13,7 @@ import hashlib
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from agent.library.debounce import DebouncedWatcher
 from agent.logs import get_logger
@@ -32,19 +23,31 @@ from agent.voice.bundle import read_manifest, resolve_bundle_dir
 from agent.voice.config import VoiceConfig
 
 if TYPE_CHECKING:
-    from agent.daemon.service import AgentService
     from agent.health.report import LexiconSection
     from agent.library.voices import VoiceLibrary
     from agent.settings import Settings
     from agent.text.document import Piece
 
-__all__ = ["LexiconAddon", "LexiconHolder", "LexiconWatcher", "build", "holder_of",
-           "voice_symbols"]
+__all__ = ["LexiconAddon", "LexiconContext", "LexiconHolder", "LexiconOutcome", "LexiconWatcher",
+           "build", "holder_of", "voice_symbols"]
 
 log = get_logger(__name__)
 
 _SHA_SHOWN = 12
 """Hex digits of the file's sha256 in the health report."""
+
+LexiconOutcome = Literal["loaded", "unchanged", "rejected"]
+"""What one :meth:`LexiconHolder.reload` did."""
+
+
+class LexiconContext(Protocol):
+    """What the ``lexicon`` add-on reads of the daemon that builds it (:func:`build`)."""
+
+    @property
+    def voices(self) -> VoiceLibrary: ...
+
+    @property
+    def settings(self) -> Settings: ...
 
 
 def voice_symbols(models_dir: Path, voice: str) -> tuple[frozenset[str], str] | None:
@@ -97,7 +100,7 @@ class LexiconHolder:
 
     # -- reload (watcher, main or dispatch thread) ----------------------------------------
 
-    def reload(self) -> str:
+    def reload(self) -> LexiconOutcome:
         """Read the file again: ``loaded`` (a new lexicon in service), ``unchanged`` (same
         bytes) or ``rejected`` (the one in service kept; the reason is in :attr:`last_error`)."""
         with self._lock:
@@ -128,7 +131,7 @@ class LexiconHolder:
         return parse_lexicon(raw, str(self.path), json_format=self.path.suffix == ".json",
                              symbols=symbols, symbols_from=symbols_from)
 
-    def _reject(self, reason: str) -> str:
+    def _reject(self, reason: str) -> LexiconOutcome:
         self._last_error = reason
         kept = len(self._lexicon) if self._loaded_at is not None else None
         log.error("lexicon_rejected", path=str(self.path), error=reason,
@@ -204,12 +207,12 @@ def holder_of(voices: VoiceLibrary) -> LexiconHolder | None:
     return holder if isinstance(holder, LexiconHolder) else None
 
 
-def build(service: AgentService) -> LexiconAddon | None:
-    """The add-on for ``service`` (:mod:`agent.daemon.addons`); None without a lexicon."""
-    holder = holder_of(service.voices)
+def build(context: LexiconContext) -> LexiconAddon | None:
+    """The add-on (:mod:`agent.daemon.addons`); None without a lexicon."""
+    holder = holder_of(context.voices)
     if holder is None:
         return None
-    models = service.settings.models
+    models = context.settings.models
     watcher = (LexiconWatcher(holder, debounce_s=models.debounce_s,
                               polling=models.watch_polling) if models.watch else None)
     return LexiconAddon(holder, watcher)

@@ -1,19 +1,9 @@
 """Which variant of a bundle to serve, and whether the bundle's other files are intact.
 
-A derived variant records its source in the manifest (``tts-agent quantize`` writes it)::
-
-    "derived": {"int8": {"from": "fp32", "file": "NAME.onnx", "sha256": "<fp32's sha256>"}}
-
-:func:`choose_variant` serves the wanted variant unless it is *stale*: its source's sha256 in
-the manifest is no longer the one it was made from (a new fp32 model was pushed and the int8 one
-was not rebuilt). Then the source variant is served instead, with the reason. A derived variant
-without a record (a bundle made before provenance was recorded) is served as it is, with a note
-that its provenance is unknown.
-
-:func:`unserved_sizes` and :func:`unserved_hashes` check the files of a bundle that the live voice
-was not loaded from (the fp32 model while int8 serves): a damaged one is reported, not ignored.
-Sizes are checked at every reload (a ``stat``); the sha256 runs on the library's background
-thread, reading regular files only, no further than the manifest's size.
+:func:`choose_variant` serves the wanted variant unless it is *stale* (the manifest's ``derived``
+record says it was made from another source than the one installed); then the source variant, with
+the reason. :func:`unserved_sizes` and :func:`unserved_hashes` check the files the live voice was
+not loaded from. The record and the checks: docs/internals.md#choosing-a-variant.
 """
 
 from __future__ import annotations

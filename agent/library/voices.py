@@ -1,24 +1,10 @@
 """The installed voices and their lifecycle: load, validate, swap atomically, roll back.
 
-A :class:`VoiceLibrary` owns the live :class:`Voice` of every installed voice. Requests take the
-current voice with :meth:`VoiceLibrary.get` and keep that object for the whole request: a reload
-never changes the model under a running request, and an old session is released with its last user.
-
-:meth:`VoiceLibrary.reload` compares what is on disk (mtimes and sizes of the bundle's files, then
-the manifest's sha256) with what is loaded, and validates a changed bundle off the serving path
-(:mod:`agent.library.validation`: signature, variant, sizes and sha256, onnxruntime, Piper's
-inputs, a warm-up) before it replaces the live voice. A bundle still being written (a file changed
-within ``settle_s``, or sizes that do not match the manifest yet) is left for the next check. A
-rejected bundle never replaces the live voice; every outcome, the first load's too, is reported
-through ``on_event`` (``model_loaded``, ``model_rejected``) and kept in :meth:`status`. A refused
-voice stays refused (same reason, no new validation) until its files change. The files a live
-voice does not serve are checked too (:class:`agent.library.variants.UnservedCheck`).
-
-Staged layout (:mod:`.staging`): ``models/<voice>/<version>/`` with a ``current`` symlink.
-:meth:`activate` points ``current`` at another version (atomically, by renaming a new symlink over
-it) and records the old target in a ``previous`` symlink, which is what :meth:`rollback` goes back
-to. Voices load with one :class:`~agent.voice.options.VoiceOptions`
-(:func:`agent.library.options.voice_options`: settings and hardware profile).
+A :class:`VoiceLibrary` owns the live :class:`Voice` of every installed voice; a request keeps the
+one :meth:`VoiceLibrary.get` gave it. :meth:`VoiceLibrary.reload` validates a changed bundle off
+the serving path before it replaces the live voice and reports every outcome through ``on_event``;
+:meth:`activate` and :meth:`rollback` switch staged versions (:mod:`.staging`). Design:
+docs/internals.md#the-voice-library.
 """
 
 from __future__ import annotations

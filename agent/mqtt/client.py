@@ -1,19 +1,10 @@
 """A paho-mqtt 2.x client that behaves well in a fleet.
 
-- How it connects (protocol, persistent session, TLS, credentials, Last Will) is in
-  :mod:`agent.mqtt.connect`; when it retries, what it logs and how it sees a session taken
-  over, in :mod:`agent.mqtt.reconnect`. Our own network thread drives paho's ``loop()``.
-- A stable client id and QoS 1 subscriptions, re-made after every connect; with the
-  persistent session, commands sent while the device was briefly away are delivered when it
-  returns.
-- Within broker limits (:mod:`agent.mqtt.limits`): 8 filters a SUBSCRIBE, 128 KB payloads.
-- Publishing never blocks: QoS 1 messages are queued by paho while disconnected (bounded by
-  :data:`~agent.mqtt.connect.MAX_QUEUED_MESSAGES`) and sent after the reconnect.
-
-Threads: :meth:`MqttClient.start` starts one network thread (``mqtt-network``). Every paho
-callback, and so the ``on_message`` and ``on_connected`` handlers given to the client, runs
-on that thread; they must only convert and hand work on, never block. All socket writes
-happen on that thread too (publishers only queue packets and wake it).
+A stable client id, QoS 1 subscriptions re-made after every connect and a persistent session, so
+commands sent while the device was briefly away are delivered; publishing never blocks. How it
+connects is :mod:`agent.mqtt.connect`, when it retries :mod:`agent.mqtt.reconnect`. One network
+thread, ``mqtt-network``, runs every paho callback (handlers only convert and hand on) and every
+socket write. Design: docs/internals.md#the-mqtt-client.
 """
 
 from __future__ import annotations

@@ -1,21 +1,10 @@
-"""How the MQTT client connects: the paho client built from the settings, and the
-reconnect policy.
+"""How the MQTT client connects: the paho client built from the settings, and a hint for every way
+a connect can fail.
 
-- MQTT 5 by default, 3.1.1 selectable (``mqtt.protocol``).
-- Persistent session: clean start off and a session expiry (MQTT 5), ``clean_session=False``
-  (3.1.1), so commands sent while the device was briefly away are delivered when it returns.
-  ``persistent=False`` makes a throw-away session instead.
-- TLS with CA verification, mutual TLS, user name / password. The password comes from
-  ``password`` or ``password_file`` (systemd credentials) and is never logged.
-- The Last Will, set once; paho sends it with every connect.
-- ``mqtt.connect_timeout_s`` bounds one attempt's TCP connect and TLS handshake.
-- Every socket write happens on the network thread, and Nagle's algorithm is off.
-- A hint for every way a connect can fail (:func:`failure_hint`, :func:`closed_hint`,
-  :func:`refusal_hint`): the setting to check, logged with the failure. When to retry is
-  :mod:`agent.mqtt.reconnect`'s job.
-
-Nothing here touches the network: :func:`new_paho` only prepares the client
-(``connect_async``); :class:`agent.mqtt.client.MqttClient`'s network thread connects.
+:func:`new_paho` prepares the client (protocol, persistent session, TLS, credentials, the Last
+Will) without touching the network; the client's network thread connects, and when to retry is
+:mod:`agent.mqtt.reconnect`'s job. :func:`failure_hint`, :func:`closed_hint` and
+:func:`refusal_hint` name the setting to check. What is set and why: docs/internals.md#connecting.
 """
 
 from __future__ import annotations

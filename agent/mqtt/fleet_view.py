@@ -1,29 +1,10 @@
 """A controller's view of the fleet, read from the retained presence and health topics.
 
-:class:`FleetView` follows two wildcard filters, ``{prefix}/+/status`` and
-``{prefix}/+/health`` (never one subscription per device), and keeps one small
-:class:`DeviceRecord` per device: what ``tts-agent fleet`` lists and what ``tts-agent send
---group/--all --wait`` learns the membership of a group from. Raw payloads are never kept.
-
-Memory is bounded: at most ``max_devices`` records (a message about a new device past the cap
-is counted in :attr:`FleetView.over_cap`, not kept), and a payload over ``max_message_bytes``
-is counted in :attr:`FleetView.oversize` without being parsed. Messages that are not the
-agent's JSON are counted in :attr:`FleetView.invalid`. An empty retained message (how a
-retained one is deleted) forgets that part of the device.
-
-The state of a device (:meth:`FleetView.rows`): ``online``, ``stopped`` (a clean stop),
-``offline`` (the Last Will: it died or lost the network), ``silent`` (its presence says online
-but its last health report is older than :data:`SILENT_INTERVALS` health intervals, the interval
-its presence names or the view's default), ``unknown`` (a health report but no presence).
-
-A broker that delivers retained messages only to exact-topic subscriptions (RabbitMQ 3.10's
-MQTT plugin) gives the wildcards nothing: :func:`read_fleet` then asks the fleet itself, a
-``ping`` on the all-devices command topic, and :meth:`FleetView.probe` makes :meth:`offer` take
-the ``pong`` answers to it from ``{prefix}/+/events`` (one more wildcard): a device that
-answers is ``online``, with the groups, version, voice and health its answer names. What a
-retained message says wins: an answer fills only what the view does not know yet.
-
-:meth:`FleetView.offer` runs on the MQTT network thread; everything else on any thread.
+:class:`FleetView` follows two wildcard filters (``{prefix}/+/status``, ``{prefix}/+/health``) and
+keeps one bounded :class:`DeviceRecord` per device: what ``tts-agent fleet`` lists and what ``send
+--group/--all --wait`` expects. Where the broker gives wildcards no retained messages,
+:func:`read_fleet` pings the fleet. :meth:`FleetView.offer` runs on the MQTT network thread.
+Device states, bounds and the probe: docs/internals.md#the-fleet-view.
 """
 
 from __future__ import annotations

@@ -1,21 +1,8 @@
-"""Home Assistant MQTT discovery as an add-on of the daemon (:mod:`agent.daemon.addons`): when
-the discovery message is published, re-published and removed.
-
-- On every connect, and whenever Home Assistant's birth message (``online`` on
-  ``{ha_prefix}/status``) comes, the retained discovery message
-  (:func:`agent.mqtt.ha_discovery.discovery_payload`) is published again; bursts of births are
-  coalesced, at most one publication per :data:`MIN_INTERVAL_S`.
-- Switched off (``mqtt.ha_discovery = false`` at start, or at a SIGHUP reload), the message this
-  agent published before is removed with an empty retained payload. Which topic it was is
-  kept in ``<cache.dir>/ha-discovery.json`` (written before the message is published), so a
-  changed ``mqtt.ha_prefix`` or device id also removes the old one. ``tts-agent ha-discovery
-  --remove`` does the same by hand (:mod:`agent.commands.ha_discovery`).
-- Messages on the notify entity's topic become speak requests
-  (:func:`agent.mqtt.ha_discovery.notify_request`) while discovery is on.
-
-Threads: the birth and notify handlers and :meth:`HaDiscovery.on_connected` run on the MQTT
-network thread and only check and hand on; the publishing (and the marker file) is done by
-this add-on's own thread, ``ha-discovery``.
+"""Home Assistant MQTT discovery as an add-on of the daemon (:mod:`agent.daemon.addons`): the
+retained discovery message published on every connect and Home Assistant birth, removed when
+discovery is switched off (at start or a SIGHUP reload), and the notify entity's messages turned
+into speak requests. Its own thread, ``ha-discovery``, publishes; the MQTT network thread only
+checks and hands on. See docs/home-assistant.md#when-it-is-published-and-removed.
 """
 
 from __future__ import annotations
@@ -25,7 +12,7 @@ import json
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from agent import __version__
 from agent.fsutil import atomic_write
@@ -38,11 +25,11 @@ from agent.mqtt.topics import DeviceTopics, DiscoveryTopics, Topic, TopicError
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from agent.daemon.service import AgentService
+    from agent.hardware.effective import EffectiveProfile
     from agent.mqtt.intake import Intake
     from agent.settings import MqttSettings, Settings
 
-__all__ = ["MARKER_NAME", "MIN_INTERVAL_S", "HaDiscovery", "HaOptions", "build",
+__all__ = ["MARKER_NAME", "MIN_INTERVAL_S", "HaContext", "HaDiscovery", "HaOptions", "build",
            "published_topic"]
 
 log = get_logger(__name__)
@@ -55,6 +42,29 @@ MARKER_NAME = "ha-discovery.json"
 _MARKER_MAX_BYTES = 4096
 _ACK_S = 5.0
 _JOIN_S = 5.0
+
+
+class HaContext(Protocol):
+    """What the ``ha_discovery`` add-on reads of the daemon that builds it (:func:`build`)."""
+
+    @property
+    def settings(self) -> Settings:
+        """Read again after a SIGHUP reload (:meth:`HaDiscovery.on_reload`)."""
+        ...
+
+    @property
+    def client(self) -> MqttClient | None: ...
+
+    @property
+    def intake(self) -> Intake: ...
+
+    @property
+    def topics(self) -> DeviceTopics: ...
+
+    @property
+    def profile(self) -> EffectiveProfile | None:
+        """The hardware profile in force (the device's ``hw_version`` in discovery)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,8 +230,8 @@ class HaDiscovery:
         return not publication.dropped and publication.wait(_ACK_S)
 
 
-def _hardware(service: AgentService) -> str | None:
-    profile = service.profile
+def _hardware(context: HaContext) -> str | None:
+    profile = context.profile
     if profile is None:
         return None
     board = (profile.hardware.device_tree_model or profile.hardware.cpu_model
@@ -229,14 +239,14 @@ def _hardware(service: AgentService) -> str | None:
     return f"{board} (profile {profile.name})"
 
 
-def build(service: AgentService) -> HaDiscovery | None:
+def build(context: HaContext) -> HaDiscovery | None:
     """The add-on (:data:`agent.daemon.addons.FACTORIES`), whenever MQTT is on: switched off it
     still removes a discovery message published before."""
-    if service.client is None:
+    if context.client is None:
         return None
-    settings = service.settings
+    settings = context.settings
     info = DiscoveryInfo(device_id=settings.device_id, name=settings.mqtt.ha_device_name,
-                         version=__version__, hardware=_hardware(service))
-    return HaDiscovery(client=service.client, intake=service.intake, topics=service.topics,
+                         version=__version__, hardware=_hardware(context))
+    return HaDiscovery(client=context.client, intake=context.intake, topics=context.topics,
                        info=info, marker=settings.cache.dir / MARKER_NAME,
-                       settings=lambda: service.settings)
+                       settings=lambda: context.settings)

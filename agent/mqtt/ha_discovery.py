@@ -1,26 +1,11 @@
 """Home Assistant MQTT discovery: the one device-based discovery message that makes the agent
-appear in Home Assistant (docs/home-assistant.md), and how a message from its notify entity
-becomes a speak request.
+appear in Home Assistant, and how a message from its notify entity becomes a speak request.
 
-The message, retained on ``{ha_prefix}/device/{node}/config``, has the ``dev`` block (the
-device), the ``o`` block (the origin: this agent) and ``cmps``, one entry per entity:
-
-- ``speak`` (``notify``): Home Assistant publishes the message as it is on
-  ``{prefix}/{device}/ha/notify``; the agent speaks plain text with ``mqtt.ha_priority`` and
-  the default voice, and reads a message that is a JSON object as a ``speak`` command (its own
-  ``priority``, ``voice``, ``id``, ...). Either way it is a speak request like any other: its
-  events come on the device's events topic.
-- ``volume`` (``number``, percent): the ``volume`` command; its state from the health report.
-- ``stop`` and ``stop_all`` (``button``): the ``stop`` command, the second with
-  ``clear_queue``.
-- ``state``, ``queue``, ``last_synthesis``, ``voice``, ``version`` (``sensor``) and
-  ``problem`` (``binary_sensor``, on while the health state is not ``ok``, its reasons as
-  attributes): from the retained health report.
-
-Every entity is available only while the retained status says ``online`` (``offline`` and
-``stopped`` make it unavailable). Unique ids are built from the device id alone, so they stay
-the same across restarts, voice changes and model swaps. Templates only read ``value_json``
-paths that the health report and the status always carry, and ``value`` (the number).
+:func:`discovery_payload` builds the retained ``{ha_prefix}/device/{node}/config`` message (the
+device, the origin and one component per entity: speak, volume, stop, sensors, problem);
+:func:`notify_request` turns a notify message (plain text, or a JSON ``speak`` command) into a
+speak request. For users: docs/home-assistant.md; the entities:
+docs/internals.md#the-home-assistant-discovery-message.
 """
 
 from __future__ import annotations

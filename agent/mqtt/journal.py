@@ -1,50 +1,10 @@
 """The request journal: accepted, unfinished speak requests kept on disk across a crash.
 
-The tracker (:class:`agent.mqtt.tracker.RequestTracker`) tells the journal, as its observer,
-when a speak request opens, when the synthesis worker takes it up and when it ends. After a
-crash, :func:`agent.mqtt.recovery.answer_journalled` gives every request left in the journal
-its final event (or, with ``mqtt.journal.replay``, queues it again) before any new command.
-
-The file (``mqtt.journal.file``, default ``<cache.dir>/requests.journal``) is append-only, one
-JSON record per line (:mod:`agent.mqtt.journal_records`): ``open`` with what is needed to
-answer the request (reply route, Hermes origin, accepted time, deadline) and, only with replay
-on, what to say; ``begun`` (replay on only) once the worker took it up, before the player had
-it, so it may have been heard and is never played again; ``close`` when it ends, with its
-outcome (final event, reason, Unix end time).
-
-Outcomes: the journal also keeps the outcomes of the speak requests that ended in the repeat
-window (:data:`agent.mqtt.repeats.RECENT_TTL_S` after they ended, at most
-:data:`agent.mqtt.repeats.RECENT_IDS` of them and :data:`MAX_ENDED_BYTES` of their records,
-the oldest dropped first). After a restart they seed the tracker's memory of used-up ids
-(:func:`agent.mqtt.recovery.answer_journalled`), so a repeat of a request that had already
-ended before the crash is answered ``duplicate`` with its outcome, as before it, and never
-spoken again.
-
-Durability: an ``open`` record is written and ``fdatasync``-ed before ``accepted`` leaves; a
-refusal to write (full, or an I/O error) rejects the request instead. ``begun`` is synced
-before the player gets the request; a ``close`` of a request that could otherwise be replayed
-is synced before its final event; other ``close`` records (outcome included) are written at
-once (a killed process loses nothing written) and synced with the next sync. So a power cut,
-unlike a crash, can make a request answered just before it be answered again with ``failed``
-(it is never played twice), and can lose the last outcomes: a repeat of such an id after the
-power cut is served as new.
-
-Bounds: at most ``max_entries`` unfinished requests and ``max_bytes`` of their records; a speak
-request beyond either is rejected (``busy: request journal full``). The file is compacted
-(rewritten atomically with only the unfinished requests and the outcomes still inside the
-window) when it grows past twice their size, so it stays within about twice ``max_bytes`` plus
-:data:`MAX_ENDED_BYTES`, and :data:`COMPACT_MIN_BYTES`. It is emptied only when it holds
-neither an unfinished request nor an outcome inside the window: an agent that served a request
-in the last ten minutes leaves a file of outcomes behind, by design.
-
-Loading: a torn last line (a write cut by the crash) is ignored; any other unreadable content,
-or a file that is not a regular file, is logged, moved aside to ``<file>.corrupt`` (replacing an
-older one) and the records that could be read are still answered. A journal that cannot be
-opened at all is logged and switched off: the agent starts and serves, without it.
-
-Threads: the tracker calls it under its own lock (dispatch, synthesis and player threads; never
-the MQTT network thread, which only ever waits for that lock); :meth:`RequestJournal.load` and
-:meth:`RequestJournal.close` run on the main thread.
+The tracker tells it, as its observer, when a speak request opens, is taken up and ends; after
+a crash :func:`agent.mqtt.recovery.answer_journalled` answers (or replays) what it holds before
+any new command. An append-only file of JSON records (:mod:`agent.mqtt.journal_records`), with
+the outcomes of recently ended requests, bounded and compacted. Called under the tracker's
+lock. The records, durability, bounds and loading: docs/internals.md#the-request-journal.
 """
 
 from __future__ import annotations

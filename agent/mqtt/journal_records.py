@@ -1,19 +1,9 @@
 """The request journal's records: one JSON object per line (:mod:`agent.mqtt.journal`).
 
-- ``{"op": "open", "v": 1, "id", "command", "accepted_at", "deadline", "reply", "hermes",
-  "speak", "replays"}``: what is needed to answer the request (its reply route with the
-  Correlation Data in base64, the Hermes origin, the Unix times it was accepted and must start
-  playing by) and, only with replay on, what to say (``speak``); the last ``open`` of an id wins;
-- ``{"op": "begun", "id"}``: the synthesis worker took the request up;
-- ``{"op": "close", "id", "event", "reason", "at"}``: its final event is being published;
-  ``event`` and ``reason`` (optional) are that final event's, ``at`` the Unix time it ended.
-  Kept after the request is forgotten, within the repeat window, so a repeat of the id after a
-  restart is answered ``duplicate`` with that outcome (:class:`Ended`). A ``close`` without
-  ``event`` only ends the request. A ``close`` whose ``open`` is gone (compacted) is an outcome
-  only.
-
-Reading checks every record as strictly as a command (pydantic, unknown fields refused, every
-string bounded); a line that fails is counted, never trusted.
+``open`` (what is needed to answer the request, and with replay on what to say), ``begun`` (the
+worker took it up) and ``close`` (its final event; kept as an outcome within the repeat window,
+:class:`Ended`). Reading checks every record as strictly as a command; a line that fails is
+counted, never trusted. The fields: docs/internals.md#the-journals-records.
 """
 
 from __future__ import annotations

@@ -1,23 +1,11 @@
-"""When to reconnect, and what the connection's history says: the backoff, session takeovers,
-and the log lines (with a hint) for every way a connection fails or ends.
+"""When to reconnect, and what the connection's history says: the backoff, session takeovers, and
+the log lines (with a hint) for every way a connection fails or ends.
 
-- :class:`Backoff`: full jitter; every retry in the first :data:`FAST_S` of an outage waits at
-  most ``mqtt.reconnect_min_s``, later ones double up to ``mqtt.reconnect_max_s``; a
-  connection that stays up :data:`STABLE_S` resets it. A connection that drops sooner does
-  not, so a flapping connection backs off instead of hammering the broker.
-- :class:`TakeoverWatch`: two clients with one client id take the connection from each other,
-  the broker closing the older one each time. Mosquitto just closes the socket (only some
-  brokers send MQTT 5's "Session taken over", 0x8E), so :data:`TAKEOVER_STREAK` connections
-  in a row that end within :data:`STABLE_S` of connecting, each followed by a reconnect that
-  succeeds at once (the broker is up), count as a takeover too. One warning per episode; the
-  episode ends after a connection that stays up ``clear_s``.
-- :class:`ConnectionMonitor`: what :class:`agent.mqtt.client.MqttClient`'s network thread
-  reports to it (attempt failed, refused, connected, lost, loop turn), turned into the backoff,
-  the takeover state, ``last_error`` and log lines with a hint
-  (:func:`agent.mqtt.connect.failure_hint`).
-
-Threads: everything but the read-only properties runs on the MQTT network thread; the health
-report reads :attr:`ConnectionMonitor.problem` and the counters from any thread.
+:class:`Backoff` (full jitter, fast at first, reset by a stable connection),
+:class:`TakeoverWatch` (two clients with one client id) and :class:`ConnectionMonitor` (what the
+MQTT network thread reports, turned into those and ``last_error``). Network thread only, but the
+health report reads the monitor's properties from any thread. Design:
+docs/internals.md#reconnecting.
 """
 
 from __future__ import annotations

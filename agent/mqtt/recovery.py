@@ -1,26 +1,10 @@
 """After a restart: a final event for every request the request journal kept from the last run.
 
-:func:`answer_journalled` runs once at start-up, before the dispatcher takes any new command
-(:meth:`agent.daemon.service.AgentService.start`). Each request left in the journal
-(:mod:`agent.mqtt.journal`) is answered, on the events topic, on its Response Topic with its
-Correlation Data and, for a Hermes say, on ``hermes/error/tts`` and ``hermes/tts/sayFinished``:
-
-- ``failed`` with reason ``agent restarted``; or, with ``mqtt.journal.replay``,
-- queued again ahead of new commands (``accepted`` again, every event marked ``replayed``) and
-  played and answered as usual, when it had not begun (so nothing is heard twice), has not
-  expired, was not replayed before (a request that crashes the agent is not replayed in a
-  loop), and still passes the checks a new command gets (text bound, voice name, a Response
-  Topic that is still allowed). Otherwise it fails with ``agent restarted; <why>``.
-
-A request is forgotten only after its answer is published: a crash in between answers it again
-rather than never. Its outcome stays in the journal for the repeat window, like that of every
-request that ended.
-
-First, the outcomes of the requests that ended in the last run's repeat window (kept by the
-journal) seed the tracker's memory of used-up ids, their wall-clock age carried over to the
-monotonic clock it uses: a repeat of such an id (a controller's resend, a broker's redelivery)
-is answered ``duplicate`` with the original outcome, as before the crash, and never spoken
-again.
+:func:`answer_journalled` runs once at start-up, before the dispatcher takes any new command: it
+seeds the tracker with the outcomes of the last run's repeat window, then answers each journalled
+request ``failed`` (``agent restarted``) or, with ``mqtt.journal.replay``, queues it again when
+that is safe. A request is forgotten only after its answer is published. Design:
+docs/internals.md#recovery-after-a-restart.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """What the agent remembers of request ids, so a repeated id is answered and never run twice.
 
-A QoS 1 message can be delivered again (after a reconnect) and a controller may resend a
-command it got no answer to. A ``(command, id)`` is *used up* once the command was accepted: a
-speak request from ``accepted`` on, a control command once it ran. A rejection (and a speak that
-expired before it was accepted) leaves the id free, so a corrected retry is served.
-
-A repeat of a used-up id is answered by :class:`agent.mqtt.tracker.RequestTracker`:
-
-- while the original has not ended, with ``in_progress`` (not final; the original's final event
-  follows, and is also sent to the repeat's Response Topic);
-- after it ended, with the final ``duplicate``, whose ``outcome`` and ``reason`` are the
-  original's, for as long as :class:`RecentIds` remembers it.
-
-Nothing here is thread-safe; the tracker calls it under its lock.
+A ``(command, id)`` is *used up* once the command was accepted (a rejection leaves it free, so a
+corrected retry is served); a repeat is answered by :class:`agent.mqtt.tracker.RequestTracker`,
+``in_progress`` while the original runs, ``duplicate`` with its outcome after, for as long as
+:class:`RecentIds` remembers it. Not thread-safe: the tracker calls it under its lock. Design:
+docs/internals.md#repeated-ids.
 """
 
 from __future__ import annotations

@@ -1,27 +1,9 @@
 """Every MQTT topic the agent uses, built and matched in this one module.
 
-Topics are values: :class:`Topic` (a concrete name, no wildcards) and :class:`TopicFilter`
-(a subscription, ``+`` and ``#`` allowed) are frozen and validated when made. Nothing else
-in the code base formats a topic string or routes on ``split("/")``.
-
-Layout under a prefix (default ``tts``)::
-
-    {prefix}/{device}/cmd/{name}        commands for one device
-    {prefix}/group/{group}/cmd/{name}   commands for every device in a group
-    {prefix}/all/cmd/{name}             commands for the whole fleet
-    {prefix}/{device}/events            events (answers to commands, model events)
-    {prefix}/{device}/status            presence, retained (online / offline / stopped)
-    {prefix}/{device}/health            health snapshot, retained
-    {prefix}/reply/{client}             default reply topic of ``tts-agent send --wait``
-                                        (the reply space: a Response Topic under the prefix
-                                        must be in it or be the device's own events topic)
-    {prefix}/{device}/ha/notify         plain text to speak, from Home Assistant's notify
-                                        entity (followed only with mqtt.ha_discovery on)
-    hermes/tts/say, hermes/tts/sayFinished, hermes/error/tts   Hermes (Rhasspy/Snips) TTS
-
-Home Assistant's discovery topics live under its own prefix (default ``homeassistant``):
-``{ha_prefix}/device/{node}/config`` (retained) and ``{ha_prefix}/status`` (its birth message);
-see :class:`DiscoveryTopics`.
+Topics are values: :class:`Topic` (a concrete name) and :class:`TopicFilter` (``+`` and ``#``
+allowed) are frozen and validated when made; nothing else formats a topic string or routes on
+``split("/")``. Home Assistant's discovery topics are :class:`DiscoveryTopics`. The layout under
+the prefix: docs/internals.md#mqtt-topics (and docs/mqtt-protocol.md#topics).
 """
 
 from __future__ import annotations

@@ -1,36 +1,11 @@
 """The one place that decides a command's events: every command gets exactly one final event.
 
-Speak requests are *open* from ``accepted`` until their final event; whichever thread reports
-the end first (the player, the synthesis worker, a ``stop``, shutdown) wins and later reports
-for the same id are ignored. Other commands and rejections are answered at once with
-:meth:`RequestTracker.answer`.
-
-Repeated ids (:mod:`agent.mqtt.repeats`): the intake calls :meth:`RequestTracker.admit` before
-it queues a command. A new ``(command, id)`` is then *waiting* until the dispatcher opens or
-answers it; a repeat of one that is waiting or open is answered with ``in_progress`` and its
-Response Topic joins the original's (the final event goes to both); a repeat of one that ended
-after it was accepted is answered with a final ``duplicate`` naming the original outcome.
-Neither is run again.
-
-A final event also goes to the command's MQTT 5 Response Topic (with its Correlation Data),
-and for a Hermes ``say`` to ``hermes/tts/sayFinished`` (after ``hermes/error/tts`` when it did
-not finish normally).
-
-Every speak request that ends is also counted by the optional ``recorder`` (the health
-report, :meth:`agent.health.snapshot.Health.record_request`) with its timings: synthesis time (the
-worker's ``synthesis_ms`` note), audio length (the final event's ``audio_s``) and time to
-first audio (from ``accepted`` to ``started``). Speak commands refused before acceptance
-count as their outcome (``rejected``, ``expired``) without timings.
-
-An optional ``observer`` (:class:`RequestObserver`, the daemon's
-:class:`agent.mqtt.journal.RequestJournal`) is told, under the lock and before the event that
-follows leaves, when a speak request opens (it may refuse it), when the pipeline first notes it
-and when it ends.
-
-Thread-safe; called from the MQTT network thread, the dispatcher, the synthesis worker and the
-player thread. Events are published under the lock so they leave in the order decided here;
-the recorder is called under it too, on the thread that ended the request, just before the
-final event is published.
+Speak requests are *open* from ``accepted`` until their final event (the first report of an end
+wins); repeated ids are answered ``in_progress`` or ``duplicate`` (:mod:`agent.mqtt.repeats`);
+final events also go to the Response Topic and Hermes; ended requests are counted by the
+``recorder`` and told to the ``observer`` (the request journal). Thread-safe: events are
+published under the lock, in the order decided here. Design:
+docs/internals.md#the-request-tracker.
 """
 
 from __future__ import annotations

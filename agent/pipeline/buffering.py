@@ -1,19 +1,10 @@
 """When playback of a request may start: as audio comes, or a whole sentence at a time.
 
-A voice that streams (:mod:`agent.voice.streaming`) hands a request's first sentence to the
-player in decoder windows, so its start plays while the rest is decoded. That only works when
-the board synthesizes faster than real time: on a slower one every window is played before the
-next is ready, and the player fills the wait with silence, inside the sentence. There the
-worker holds each sentence back until it is whole (:class:`SentenceGather`) and hands it over
-in one piece: the speech starts later and waits between sentences, but a sentence is never
-cut into pieces.
-
-:func:`choose_buffering` decides per voice from ``audio.buffering``: ``auto`` (the default)
-picks ``sentence`` when the voice's warm-up at load (one short inference,
-:attr:`agent.voice.voice.Voice.warmup_s`) took longer than the audio it made
-(``warmup_audio_s``), that is a real-time factor above :data:`SLOW_RTF`, else ``stream``;
-``stream`` and ``sentence`` force a mode.
-The health report's ``audio.buffering`` and ``audio.buffering_reason`` say which is in force.
+Streaming plays a sentence's start while the rest is decoded, which only works on a board that
+synthesizes faster than real time; on a slower one the worker gathers each sentence whole
+(:class:`SentenceGather`). :func:`choose_buffering` decides per voice from ``audio.buffering``
+(``auto``: by the voice's warm-up real-time factor, :data:`SLOW_RTF`). Design:
+docs/internals.md#when-playback-starts.
 """
 
 from __future__ import annotations

@@ -1,26 +1,9 @@
 """A persistent, size-bounded cache of synthesized audio for phrases that repeat.
 
-Kiosks and stations say the same announcements all day. A cached phrase plays from disk without
-running the model. An entry is a whole utterance (:mod:`agent.pipeline.render`: its speech,
-pauses and chimes). The key covers everything that changes the audio (:func:`phrase_inputs`): the
-normalised text and the exact phoneme ids its sentences become (so an espeak-ng upgrade or
-another id map is another phrase), the voice name and variant, the sha256 of the model file
-*and of the voice config* (its default scales, its sample rate), every synthesis parameter, the
-clause splitting and stream windows, the silence after each sentence, and the agent's version
-(the code that levels and cuts the audio). A model swap, a config-only update or a speed
-change never plays stale audio.
-
-Entries are files ``<dir>/<key[:2]>/<key>.pcm``::
-
-    b"TTSPC1\\n" + JSON header line + PCM payload
-
-The header carries the format, the chunk boundaries (one per sentence, decoder window, pause or
-chime) and the payload's sha256; a chunk in another format than the first (a chime at its own
-rate) carries its own ``rate``/``width``/``channels``. The payload's sha256 is
-checked on every read: a truncated or corrupt entry is deleted and reported as a miss. Writes go to
-a unique temporary file in the same directory, are fsynced and renamed into place, so concurrent
-writers (threads or processes) never expose a partial entry. The total size is bounded: on a hit
-the entry's mtime is refreshed, and the least recently used entries are evicted past the bound.
+An entry is a whole utterance (:mod:`agent.pipeline.render`), keyed by everything that changes its
+audio (:func:`phrase_inputs`), in a file ``<dir>/<key[:2]>/<key>.pcm`` whose payload's sha256 is
+checked on every read; writes are atomic, and the least recently used entries are evicted past the
+size bound. The key, the file format and the bounds: docs/internals.md#the-phrase-cache.
 """
 
 from __future__ import annotations

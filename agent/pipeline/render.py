@@ -1,30 +1,11 @@
 """A request's :class:`~agent.text.document.Document` as one stream of audio: the one path from
 what a request says to the chunks a :class:`~agent.audio.item.PlayItem` plays.
 
-:func:`render` serves the synthesis worker (MQTT ``speak``, Hermes, ``tts-agent say``),
-``tts-agent synth`` and any other front door, so each says a document the same way:
-
-- a :class:`~agent.text.document.Speech` part is synthesized by the voice it names (or the
-  request's), its ``rate`` multiplying the request's speed (the length scale is divided by
-  it) and its ``volume`` scaling that part's samples (the request's own volume is the play
-  item's, applied by the player; a part's volume times the request's is at most 1.0);
-- a :class:`~agent.text.document.Pause` is exact silence, sample-exact at the rate of the voice
-  that spoke last (the request's voice before any speech). A pause replaces the sentence
-  silence (``synthesis.sentence_silence_s``) after the speech right before it, so a ``break``
-  of 1 s is 1 s of inserted silence;
-- a :class:`~agent.text.document.Sound` is a chime's samples at the chime file's own rate and
-  channels: the player's converter resamples each chunk to the device format (a format change
-  flushes its resampler and starts the next one, so no sample is added or lost between them).
-
-Everything that can refuse the request (an unknown voice or chime, text a voice cannot speak)
-is checked when :func:`render` is called, before the first chunk: every speech part is
-phonemized and every chime read up front (both cheap next to an inference). Synthesis itself
-runs lazily as the caller iterates, so the first chunk comes as soon as the first decoder window
-of the first speech part is decoded (a chime before it is ready at once).
-
-The whole utterance is one phrase-cache entry (:mod:`agent.pipeline.phrase_cache`): its key
-covers each part (each speech part's voice, model, config, parameters, phoneme ids and text
-key; pause lengths; each chime's samples' sha256) and the agent's version.
+:func:`render` serves every front door (the synthesis worker, ``tts-agent synth``): speech parts
+by their voice, pauses as exact silence, chimes at their own rate. Everything that can refuse the
+request is checked when it is called, before the first chunk; synthesis runs lazily as the caller
+iterates. The whole utterance is one phrase-cache entry. Design:
+docs/internals.md#rendering-a-document.
 """
 
 from __future__ import annotations

@@ -1,28 +1,11 @@
 """Layout rewrites of ONNX voice graphs that keep the arithmetic and speed up onnxruntime.
 
-Piper's HiFi-GAN decoder is a chain of 1-D convolutions (tensors ``[N, C, T]``). onnxruntime
-runs 1-D convolutions through im2col + GEMM, and on its int8 path wraps every fused
-``QLinearConv`` in layout transposes. The same block written as 2-D convolutions with a height
-of 1 (``[N, C, 1, T]``) gets onnxruntime's blocked 2-D kernels (NCHWc on x86) and keeps one
-channels-last layout through chains of int8 convolutions. :func:`convs_as_2d` does that
-rewrite; the arithmetic is unchanged (outputs agree to float rounding;
-``tests/unit/test_quantize.py`` checks it).
-
-Two more exact rewrites work on such a height-1 block:
-
-* :func:`agent.quantize.polyphase.upsamplers_as_convs` turns a ``ConvTranspose`` upsampler
-  (stride ``s``, output ``s`` times its input) into its polyphase form: one ``Conv`` with ``s``
-  times the output channels, then an interleave (``Reshape``/``Transpose``/``Reshape``). The
-  ``Conv`` can be quantized (onnxruntime has no int8 ``ConvTranspose`` on CPU) and avoids col2im.
-* :func:`agent.quantize.time_rows.fold_time_into_rows` cuts the time axis of a block into
-  ``rows`` overlapping windows stacked along the height axis (``[N, C, rows, W]``), runs the
-  block on them and joins the middles of the windows again. onnxruntime splits a blocked
-  convolution's work by rows, so a height-1 block with few channels runs on one thread only;
-  with rows it runs on as many. The windows overlap by more than the block's receptive field
-  and each window's outer edges are the sequence's own ends or are cut away, so the result is
-  exact.
-
-Shared graph helpers are in :mod:`agent.quantize.graph`.
+:func:`convs_as_2d` writes the HiFi-GAN decoder's 1-D convolutions as 2-D ones of height 1, so
+onnxruntime uses its blocked 2-D kernels and one channels-last layout through int8 chains; the
+polyphase upsamplers (:mod:`agent.quantize.polyphase`) and the time rows
+(:mod:`agent.quantize.time_rows`) are the two other exact rewrites on such a block. Shared graph
+helpers are in :mod:`agent.quantize.graph`. Why and how:
+docs/internals.md#layout-rewrites-of-the-decoder.
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
 """How a voice is quantized: the :class:`Recipe`, and :func:`quantize_model`, which applies one.
 
-Static QDQ quantization calibrated on our own phoneme ids (:mod:`agent.quantize.sentences`).
-Stages, each a function tests drive on its own::
-
-    read_sentences(file) -> sentence_feeds(frontend, texts, scales) -> CalibrationReader
-    quantize_model(fp32.onnx, int8.onnx, reader, recipe)   # pre-process, 2-D layout, QDQ
-    measure_quality(run_fp32, run_int8, held-out feeds)    # agent.quantize.gate; noise 0
-    check_quality(report, bounds)                          # raises QualityGateError
-    build_int8_bundle(...)                                 # agent.quantize.int8_bundle: all
-
-Which nodes stay fp32 is the :class:`Recipe`'s decision, by node-name pattern: the text
-encoder and the duration predictor decide how long each phoneme lasts, so they stay fp32 and
-the int8 voice keeps the fp32 timing exactly (the gate checks it). ``bench/quant_recipes.py``
-measures the recipes against each other, which is how :data:`DEFAULT_RECIPE` was chosen.
-Everything runs on the caller's thread.
+Static QDQ quantization calibrated on our own phoneme ids (:mod:`agent.quantize.sentences`), in
+stages tests drive one by one; the recipe keeps the text encoder and the duration predictor fp32,
+so the int8 voice keeps the fp32 timing exactly. Everything runs on the caller's thread. The
+stages and how :data:`DEFAULT_RECIPE` was chosen: docs/internals.md#the-quantization-recipe.
 """
 
 from __future__ import annotations

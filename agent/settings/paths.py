@@ -1,19 +1,10 @@
 """Where the agent runs, and the default paths that follow from it.
 
-Every path setting is made absolute once, when the settings are read (relative to the current
-directory; ``~`` is the home directory), so errors and ``check-config`` show the path that is
-really used. Two defaults depend on where the agent runs:
-
-* **a checkout**: the agent was imported from a source tree (this project's ``pyproject.toml``
-  next to the ``agent`` package, as after ``./build.sh``). ``models.dir`` is the checkout's
-  ``models/`` and ``cache.dir`` its ``.cache/tts-agent/``, wherever the current directory is and
-  whoever runs it, so a checkout run as root never writes into a system cache;
-* **an installed agent** (the package lives in a virtual environment's ``site-packages``):
-  ``models.dir`` is ``/var/lib/tts-agent/models`` (where ``./build.sh install`` puts the voice),
-  ``cache.dir`` is ``$CACHE_DIRECTORY`` when systemd sets it (``CacheDirectory=``), else
-  ``/var/cache/tts-agent`` for root, else ``${XDG_CACHE_HOME:-~/.cache}/tts-agent``.
-
-The installed unit passes its own file (``/etc/tts-agent/agent.toml``), which names both.
+Every path setting is made absolute once, when the settings are read. ``models.dir`` and
+``cache.dir`` default to the checkout's ``models/`` and ``.cache/tts-agent/`` when the agent runs
+from a source tree, else to the system's places (``/var/lib/tts-agent/models``,
+``$CACHE_DIRECTORY`` ...). The rules: docs/internals.md#default-paths (and
+docs/operations.md#checking-a-configuration).
 """
 
 from __future__ import annotations

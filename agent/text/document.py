@@ -1,20 +1,9 @@
-"""What a request asks to be said, before any voice runs: the shared types of #16's text path.
+"""What a request asks to be said, before any voice runs: the shared types of the text path.
 
-A request's text becomes a :class:`Document`, an ordered tuple of parts:
-
-- :class:`Speech`: words for a voice, as *pieces*: plain text (``str``), which is normalised
-  (numbers, money, dates, abbreviations...) and phonemized by espeak-ng, and :class:`Phonemes`,
-  IPA given by the request (SSML ``<phoneme>``) or the device lexicon, fed to the voice as they
-  are. ``voice`` switches to another installed voice for this part; ``rate`` and ``volume``
-  multiply the request's speed and volume (SSML ``<prosody>``).
-- :class:`Pause`: silence of an exact length (SSML ``<break>``, paragraph ends).
-- :class:`Sound`: a named earcon from the chimes directory (the ``chime`` field, SSML ``<audio>``).
-
-Plain text is a document of one :class:`Speech` of one piece (:func:`plain`). The parts are
-played back to back as one utterance: one set of events, one stop, one phrase-cache entry.
-
-This module holds only the types (no behaviour beyond validation), so that the SSML parser,
-the lexicon, the normalizer, the frontend and the synthesis worker agree on one shape.
+A request's text becomes a :class:`Document`, an ordered tuple of :class:`Speech` (pieces of plain
+text or :class:`Phonemes`), :class:`Pause` and :class:`Sound` parts, played back to back as one
+utterance. Only types (validation, no behaviour), so the SSML parser, the lexicon, the normalizer,
+the frontend and the worker agree on one shape. The parts: docs/internals.md#the-document.
 """
 
 from __future__ import annotations

@@ -1,25 +1,10 @@
 """espeak-ng through ctypes: the system ``libespeak-ng1`` (Debian/Ubuntu/Raspberry Pi OS).
 
-Why the system library: it is packaged for x86_64 and aarch64 alike, security-updated by
-the distribution, and needs no compiler. Wheels that carry their own espeak-ng exist only for
-x86_64 (espeakng-loader) or are GPL runtimes we must not depend on (piper-tts). And it is the
-build closest to what the voices expect: ``bench/phoneme_parity.py`` finds Debian's 1.51 giving
-the very ids of piper-phonemize 1.1.0, the phonemizer Piper 1.0 voices were trained with, on
-its whole corpus, while upstream 1.52 changes the vowel of 'or' words and the espeak-ng inside
-piper-tts 1.8 adds a linking glide the voice has never seen (docs/text.md).
-
-Another build can be chosen without code changes, for benchmarks or a board with a newer
-espeak-ng: ``TTS_AGENT_ESPEAK_LIBRARY`` names the shared library (a path, or a name for the
-dynamic loader) and ``TTS_AGENT_ESPEAK_DATA`` its ``espeak-ng-data`` directory (unset: the
-library's compiled-in default, which is right for the system package). The keyword arguments
-``library`` and ``data_path`` of :class:`EspeakPhonemizer` do the same and win over the
-environment. One process loads one build: the first phonemizer decides.
-
-espeak-ng keeps global state and is not thread-safe, so every call goes through one lock.
-``espeak_TextToPhonemes`` phonemizes one clause per call and advances the text pointer. Builds
-that export ``espeak_TextToPhonemesWithTerminator`` (the fork Piper is trained with) report each
-clause's terminator; with the others (Debian's 1.51, upstream 1.52) the terminator is recovered
-from the text the clause consumed, with espeak-ng's own rules (see :func:`terminator_of`).
+``TTS_AGENT_ESPEAK_LIBRARY`` and ``TTS_AGENT_ESPEAK_DATA`` (or :class:`EspeakPhonemizer`'s
+``library`` and ``data_path``) choose another build; one process loads one build. espeak-ng is not
+thread-safe, so every call goes through one lock; builds without
+``espeak_TextToPhonemesWithTerminator`` get each clause's terminator from the text
+(:func:`terminator_of`). Why the system library: docs/internals.md#espeak-ng.
 """
 
 from __future__ import annotations

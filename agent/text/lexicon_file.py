@@ -1,20 +1,9 @@
 """The device lexicon's file: reading it without trusting it, and checking every entry.
 
-A lexicon file is TOML (JSON when its name ends in ``.json``)::
-
-    version = 1
-    case_sensitive = false          # the default for every entry (optional)
-
-    [words]
-    "Nguyen" = "win"
-    "Worcester" = { ipa = "wˈʊstɚ" }
-    "St Pancras" = "saint pancras"
-    "US" = { text = "U S", case_sensitive = true }
-
-:func:`parse_lexicon` checks everything before a lexicon is used (size, entry count, lengths,
-empty or repeated keys, IPA symbols the voice has) and says, one line per problem, which entry
-(and line) is wrong. :func:`read_lexicon_file` reads a regular file only (never a link, FIFO
-or device, never waited on), at most :data:`MAX_FILE_BYTES`.
+:func:`read_lexicon_file` reads a regular file only, at most :data:`MAX_FILE_BYTES`;
+:func:`parse_lexicon` checks everything before a lexicon is used and says, one line per problem,
+which entry (and line) is wrong. The format: docs/text.md#the-device-lexicon; the checks:
+docs/internals.md#the-lexicon-file.
 """
 
 from __future__ import annotations

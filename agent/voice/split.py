@@ -1,23 +1,10 @@
 """Turn a Piper (VITS) voice graph into one that runs its front or its decoder on demand.
 
-A VITS voice is two halves: a *front* (text encoder, duration predictor, flow) that turns
-phoneme ids into a latent ``[1, C, frames]``, and a HiFi-GAN *decoder* that turns the latent into
-audio, ``hop`` samples per frame. The decoder is most of the work and is convolutional, so it
-can run on windows of the latent (see :mod:`agent.voice.streaming`): the first part of a sentence
-can play while the rest is decoded.
-
-:func:`split_model` cuts the graph at the input of the first of :data:`CUT_ANCHORS` it has:
-the decoder's second upsampler (so the front also runs the decoder's first stage, and windows
-need little context), else its first convolution. The cut is followed upstream through the
-layout and quantization nodes our int8 recipe puts in front of a convolution (``Unsqueeze``,
-``QuantizeLinear``, ``DequantizeLinear``), so it is a float tensor in the original and in the
-int8 graph alike; "latent" below means that tensor. The two halves become the branches of one
-``If`` node: the model keeps its inputs and gains :data:`LATENT_INPUT` and the boolean
-:data:`DECODE_INPUT`; false runs the front (output: the latent), true runs the rest of the
-decoder on :data:`LATENT_INPUT` (output: the audio). Only the chosen branch runs. One session,
-not two, so the halves share one thread pool and one memory arena: two sessions used one after
-the other each keep their own pool spinning, and on a 2-core board they fight, so two sessions
-are much slower per sentence than one.
+:func:`split_model` cuts the graph at the input of the first of :data:`CUT_ANCHORS` it has and
+makes the two halves the branches of one ``If`` node: the model gains :data:`LATENT_INPUT` and
+:data:`DECODE_INPUT`, false runs the front (output: the latent), true the decoder on a window of
+it (:mod:`agent.voice.streaming`). One session, not two, so the halves share one thread pool.
+Where it cuts and why: docs/internals.md#splitting-a-voice-graph.
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
 """Decode a sentence's latent in windows, so its first part plays while the rest is decoded.
 
-The HiFi-GAN decoder of a Piper voice (see :mod:`agent.voice.split`) is convolutional: each
-output frame depends only on the latent frames within its receptive field. A window of frames
-``[start, end)`` decoded from the latent ``[start - pad, end + pad)`` (cut to the sentence) and
-trimmed back to ``[start, end)`` is therefore *the same audio* as the whole sentence decoded at
-once, as soon as ``pad`` covers the receptive field. :func:`exact_pad` finds the smallest such
-``pad`` by measurement (windowed against whole decoding of a probe latent), so no voice ever
-streams with seams; a voice for which no ``pad`` up to :data:`MAX_PAD` is exact does not
-stream.
-
-Loudness: Piper scales every sentence to its own peak, which is unknown until the sentence's
-last sample. :class:`StreamGain` uses the peak seen so far (never below
-:data:`MIN_REFERENCE_PEAK`): when the sentence's peak lies in its first window (more than half
-of the sentences of en_US-joe-medium) the result is exactly Piper's; when a later window is
-louder, the gain steps down to fit it, with a short ramp, instead of clipping.
+A window decoded with ``pad`` frames of context on each side is the same audio as the whole
+sentence decoded at once once ``pad`` covers the decoder's receptive field; :func:`exact_pad`
+finds the smallest such ``pad`` by measurement, and a voice with none up to :data:`MAX_PAD` does
+not stream. :class:`StreamGain` levels the sentence from the peak seen so far. Design:
+docs/internals.md#streaming-the-decoder.
 """
 
 from __future__ import annotations

@@ -9,13 +9,34 @@ that section's ``reason`` (state ``degraded``), never a failed start.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from agent.daemon.service import AgentService
+    from agent.health.snapshot import Health
+    from agent.library.voices import VoiceLibrary
+    from agent.pipeline.phrase_cache import PhraseCache
+    from agent.settings import Settings
     from agent.wyoming.server import WyomingServer
 
-__all__ = ["WyomingAddon", "build"]
+__all__ = ["WyomingAddon", "WyomingContext", "build"]
+
+
+class WyomingContext(Protocol):
+    """What the ``wyoming`` add-on reads of the daemon that builds it (:func:`build`)."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def voices(self) -> VoiceLibrary: ...
+
+    @property
+    def phrase_cache(self) -> PhraseCache | None: ...
+
+    @property
+    def health(self) -> Health:
+        """Where requests are counted and the ``wyoming`` section is added."""
+        ...
 
 
 class WyomingAddon:
@@ -36,18 +57,18 @@ class WyomingAddon:
         """Nothing to do on an MQTT connect."""
 
 
-def build(service: AgentService) -> WyomingAddon | None:
-    """The add-on for ``service``, or None when ``wyoming.uri`` is unset."""
-    settings = service.settings.wyoming
+def build(context: WyomingContext) -> WyomingAddon | None:
+    """The add-on, or None when ``wyoming.uri`` is unset."""
+    settings = context.settings.wyoming
     if settings.uri is None:
         return None
     from agent.library.languages import SpeechCheck
     from agent.wyoming.catalog import Catalog
     from agent.wyoming.server import WyomingServer
 
-    server = WyomingServer(settings, Catalog(service.voices), service.phrase_cache,
-                           on_outcome=service.health.record_request,
-                           check=SpeechCheck.for_settings(service.settings),
-                           device_id=service.settings.device_id)
-    service.health.add_provider("wyoming", server.stats)
+    server = WyomingServer(settings, Catalog(context.voices), context.phrase_cache,
+                           on_outcome=context.health.record_request,
+                           check=SpeechCheck.for_settings(context.settings),
+                           device_id=context.settings.device_id)
+    context.health.add_provider("wyoming", server.stats)
     return WyomingAddon(server)

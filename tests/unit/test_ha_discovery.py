@@ -106,10 +106,10 @@ def test_marker_is_read_only_when_it_names_a_discovery_topic(tmp_path: Path) -> 
 def test_reload_applies_the_discovery_settings_at_once() -> None:
     current = Settings(device_id="t1", mqtt={"ha_discovery": True})
     off = Settings(device_id="t1", mqtt={"ha_discovery": False, "ha_prefix": "ha"})
-    applied, text = reload_settings(current, lambda: off)
+    applied, change = reload_settings(current, lambda: off)
     assert (applied.mqtt.ha_discovery, applied.mqtt.ha_prefix) == (False, "ha")
-    assert "restart needed" not in text
+    assert change.restart == () and "restart needed" not in change.line()
     moved = Settings(device_id="t1", mqtt={"ha_discovery": False, "port": 1884})
-    applied, text = reload_settings(current, lambda: moved)
+    applied, change = reload_settings(current, lambda: moved)
     assert applied.mqtt.ha_discovery is False and applied.mqtt.port == 1883
-    assert "restart needed for mqtt" in text
+    assert change.restart == ("mqtt",) and "restart needed for mqtt" in change.line()

@@ -1,23 +1,10 @@
 """Abbreviations in words, so that their dot does not end a sentence: ``Dr. Smith`` → "doctor
 Smith" (one sentence, where espeak-ng made two, with a falling tone inside the name).
 
-- **Titles** before a name (``Dr.``, ``Mr.``, ``Mrs.``, ``Ms.``, ``Prof.``, ``Capt.``...) and
-  words that introduce what follows (``e.g.``, ``i.e.``, ``vs.``, ``approx.``, ``cf.``): the
-  dot is never kept, except at the very end of the text.
-- **Words that can end a sentence** (``St.`` street, ``Ave.``, ``Rd.``, ``Blvd.``, ``Inc.``,
-  ``etc.``, ``Jr.``...): the dot is kept as the sentence's end when the text ends there or a
-  capitalised word follows (``12 Baker St. Trains leave...``), and dropped otherwise.
-- ``St.`` is "saint" before a name unless a capitalised word stands before it (``St. Louis``
-  "saint Louis"; ``12 Baker St.`` "Baker street"); without its dot, ``Baker St`` is the
-  street too. ``Dr.`` is "doctor" before a name, "drive" after one (``Mulholland Dr.``).
-- ``No.``/``no.`` before a number is "number" (``Nos.`` "numbers"); ``min``, ``hr``, ``sec``
-  (and plurals, with or without a dot) after a number are minutes, hours, seconds
-  (``1 min`` "1 minute", ``2 hrs`` "2 hours").
-- Letters with dots (``U.S.``, ``U.K.``) are spelled; their last dot ends a sentence only at
-  the end of the text. A name's initial loses its dot (``John F. Kennedy``, ``Dr. J. Smith``:
-  at the start, after a title or a capitalised name, before a capitalised word; not ``A``,
-  ``I`` or a letter after a code word: ``Gate B. Then``). ``a.m.``/``p.m.`` and month names
-  are the numbers' (times, dates).
+Titles and introducing words lose their dot; words that can end a sentence (``St.``, ``Inc.``,
+``etc.``) keep it only where a sentence ends; ``St.``/``Dr.`` read by position, ``No.`` and time
+units after a number, dotted letters spelled, initials without their dot. The rules:
+docs/internals.md#normalizer-abbreviations.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
 """Times of day: ``7:15`` "seven fifteen", ``19:05`` "nineteen oh five", ``9:30 am``, ``5 pm``.
 
-A time is read as written, 12 h or 24 h: the hour as a number (a leading zero dropped), the
-minutes as a number with "oh" before one digit (``12:05`` "twelve oh five"); on the hour,
-"o'clock" for 1-12 without am/pm (``08:00`` "eight o'clock"), "hundred" for 13-23
-(``18:00`` "eighteen hundred"), and ``00:00`` is "midnight". ``am``/``pm`` in any spelling
-(``am``, ``AM``, ``a.m.``) is written ``a.m``/``p.m``, which espeak-ng says as letters without
-ending the sentence; a dot after it is kept only where the sentence ends (end of the text or a
-capital next). Seconds: ``10:15:30`` "ten fifteen and thirty seconds". With am/pm the
-minutes may follow a dot (``7.30pm``). Two times joined by a dash are a range: ``9am-5pm``
-"nine a.m to five p.m". Four digits are a 24 h time after ``at``, ``departs``, ``arrives``...,
-before ``hrs``, or in ``the 1445 to Leeds`` (``0915`` "oh nine fifteen", ``1400`` "fourteen
-hundred"); ``12:00 noon`` is "twelve noon".
+A time is read as written, 12 h or 24 h ("o'clock", "hundred", "midnight" on the hour; am/pm
+written ``a.m``/``p.m``), with seconds, ranges (``9am-5pm``) and four-digit 24 h times in the
+places announcers use them. The rules: docs/internals.md#normalizer-times-of-day.
 """
 
 from __future__ import annotations

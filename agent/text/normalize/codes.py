@@ -1,23 +1,10 @@
 """Alphanumeric codes: gates, flights, platforms, seats, rooms, as announcers read them.
 
-The letters are spelled and the number is read in pairs (:func:`letters.announced_number`):
-
-- a code of capital letters and digits, as one word: ``B12`` "b twelve", ``UA1234`` "u eh
-  twelve thirty four", ``A4`` "eh four", ``12B`` "twelve b", ``9B`` "nine b", ``14C``;
-- a flight: two capital letters (or a letter and a digit), a space, one to four digits:
-  ``UA 1234``, ``BA 287`` "b eh two eighty seven", ``U2 815``; two letters that are a word
-  (``AT 5``, ``NO 7``) are not a flight;
-- after a code word, a number of three or four digits is a code too: ``Flight 1234`` "twelve
-  thirty four", ``Room 101`` "one oh one"; a shorter one is left for the numbers (``Platform
-  9`` "nine"). The code words are :data:`CODE_WORDS` (gate, platform, track, room, flight,
-  bus..., in any case) and :data:`CAPITALISED_CODE_WORDS` (``Seat``, ``Row``, ``Exit``,
-  ``Level``..., only with a capital: "we seat 1500 guests" is a number);
-- one capital letter after a code word is spelled: ``Gate A`` "gate eh", ``Zone C``
-  (espeak-ng reads a lone ``A`` before a word as the article);
-- ``#`` before a number is "number": ``Room #3`` "Room number three", ``#1`` "number one".
-
-Not codes: lower-case letters after digits (``5km``, ``3pm``, ``1st``: units, times,
-ordinals) and a unit in capitals (``2GB``, ``5MHz``, ``100KW``).
+The letters are spelled and the number is read in pairs (:func:`letters.announced_number`): codes
+of capitals and digits (``B12``), flights (``UA 1234``), numbers of three or four digits after a
+code word (:data:`CODE_WORDS`, :data:`CAPITALISED_CODE_WORDS`), a lone capital after one, and
+``#`` before a number. Units, times and ordinals are not codes. The rules:
+docs/internals.md#normalizer-codes.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """Dates: ``2026-12-01``, ``March 3rd``, ``Jan. 1``, ``4 July 2026``, ``12/25/2026``, ``3/12``.
 
-Said the way the setting ``date_order`` reads them: ``mdy`` (the default) "December first
-twenty twenty six", ``dmy`` "the first of December twenty twenty six"; ``ymd`` reads numeric
-dates year first and says them like ``mdy``. A written-out month keeps the order it was written
-in (``4 July`` "the fourth of July", ``July 4`` "July fourth"); a month and a year is
-``March 2027`` "March twenty twenty seven", ``Dec. 2026`` "December twenty twenty six". ISO
-dates (``2026-12-01``) are always year, month, day; with a time (``2026-12-01T09:30``) "...
-at nine thirty" (seconds left out). A numeric date without a year (``3/12``)
-is a date only after a word that announces one (``on``, ``until``, ``from``, ``due``, a
-weekday...); otherwise it is left for the fractions pass. Impossible dates (month 13, day 32)
-are not dates.
+Said the way the setting ``date_order`` reads them (``mdy``, ``dmy``, ``ymd``); a written-out
+month keeps the order it was written in, ISO dates are year first, and a numeric date without a
+year is a date only after a word that announces one. The rules:
+docs/internals.md#normalizer-dates.
 """
 
 from __future__ import annotations

@@ -1,22 +1,9 @@
 """Words in capitals: initialisms spelled (ATM, USB, BBC), acronyms and shouted words said.
 
-The rule, in this order, for a word of two or more capital letters (``ATMs``/``ATM's`` too):
-
-1. **An all-caps text** (no lower-case letter anywhere and at least two such words, as signs
-   and alarms are written: ``PLEASE STAND CLEAR``): its words are words, written with a capital
-   and lower case (``Please Stand Clear``, which keeps ``DR. SMITH`` an abbreviation), except
-   the known initialisms of :data:`INITIALISMS`, which are spelled (``USE THE ATM``).
-2. Otherwise: :data:`SPECIAL` readings (``JPEG`` jay peg, ``OK`` okay); :data:`INITIALISMS`
-   and :data:`MIXED_INITIALISMS` (``IT``, ``WHO``, ``US``: words in an all-caps text) spelled;
-   :data:`ACRONYMS` (``NASA``, ``NATO``, ``UNESCO``, ``PIN``...) said as words; two letters
-   are spelled unless a common word (:data:`SHORT_WORDS`: ``NO``, ``GO``...); three and more
-   are said as a word when :func:`pronounceable`, spelled when not (``NHS``, ``TSA``, ``CIA``).
-
-Left as they are, for the passes after: a word of up to three letters next to a number
-(``UA 1234``, ``5 GB``, ``USD 5``: codes, units, currency) unless it is a known initialism
-(``ETA 5 min``), one inside an address (``WWW.EXAMPLE.COM``, ``AT&T`` has its
-own reading: letters and "and") and a Roman numeral after a capitalised word (``Henry VIII``,
-``World War II``: :mod:`agent.text.normalize.roman`).
+An all-caps text reads its words as words (known initialisms still spelled); otherwise special
+readings, the initialism and acronym lists, short words and :func:`pronounceable` decide. Words
+next to numbers, inside addresses and Roman numerals are left to later passes. The rule, in order:
+docs/internals.md#normalizer-words-in-capitals.
 """
 
 from __future__ import annotations

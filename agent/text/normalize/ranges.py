@@ -1,15 +1,9 @@
-"""Ranges, scores, fractions and percent: ``10–15``, ``9-5``, ``3-2``, ``1/2``, ``1 1/2``, ``20%``.
+"""Ranges, scores, fractions and percent: ``10–15``, ``9-5``, ``3-2``, ``1/2``, ``1 1/2``,
+``20%``.
 
-A range or a score is two numbers joined by a hyphen or a dash (``-``, ``–``, ``—``), with or
-without spaces: both are read "N to M" (``10–15 minutes`` "ten to fifteen minutes", ``3-2``
-"three to two"), so a score needs no context to be read right; ordinals too (``1st-3rd``
-"first to third"). The numbers stay digits for the
-later passes, so ``10-15%`` and ``5–10 km`` get their unit; two years (``2024–2026``) are read
-as years. A fraction is ``a/b`` not glued to other digits or slashes: "one half", "three
-quarters", "two thirds", "five sixteenths", ``1 1/2`` "one and a half", and the vulgar
-fraction characters (``½``, ``¾``...); a denominator of 0 or 1, or over 100, is "a over b";
-``24/7`` is "twenty four seven".
-Percent: ``20%`` "twenty percent", ``7.5%`` "seven point five percent".
+Two numbers joined by a hyphen or dash are "N to M" (the numbers stay digits for the later
+passes); ``a/b`` is a fraction ("three quarters", ``1 1/2`` "one and a half"); ``20%`` "twenty
+percent". The rules: docs/internals.md#normalizer-ranges-fractions-percent.
 """
 
 from __future__ import annotations

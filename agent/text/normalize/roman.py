@@ -1,17 +1,9 @@
 """Roman numerals in names and titles: ``Henry VIII`` → "Henry the eighth", ``Chapter IV`` →
 "Chapter four", ``World War II`` → "World War two".
 
-Only a numeral in one of two places is read, every other capital word is left to the
-initialisms pass (``MIX``, ``CIVIL``, ``DC`` and the pronoun ``I`` are never numerals here):
-
-- after a **title word** (:data:`TITLE_WORDS`: chapter, part, volume, act, war, phase...; any
-  case): the number, ``I`` to ``CCCXCIX`` (1-399);
-- after a **name** (a capitalised word not in :data:`NOT_NAMES`: ``Henry``, ``Elizabeth``,
-  ``Paul``): the ordinal with "the", for ``II`` to ``XXXIX`` (2-39), and ``I`` only when a
-  royal title stands before the name (``Queen Elizabeth I``), since "Elizabeth I said" is more
-  often the pronoun.
-
-Numerals are canonical (``IIII`` and ``IC`` are not numerals) and built of I, V, X, L, C only.
+Only after a title word (:data:`TITLE_WORDS`: the number) or a name (not in :data:`NOT_NAMES`: the
+ordinal with "the"); canonical numerals only. The rules:
+docs/internals.md#normalizer-roman-numerals.
 """
 
 from __future__ import annotations

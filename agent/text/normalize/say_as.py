@@ -2,26 +2,9 @@
 
 :func:`say_as` reads ``text`` as ``interpret_as`` says it is, with the same words as the
 normalizer's passes, and raises :class:`ValueError` with a one-line reason when the text is not
-that (``say-as cardinal: 'abc' is not a number``), so markup that asks for the impossible is
-refused instead of read wrongly. The result is final words: the caller marks it verbatim.
-
-=================  ==================================================================
-``interpret-as``   reads
-=================  ==================================================================
-characters,        each letter by its name, each digit as a word, ``-`` dash, ``.`` dot,
-spell-out,         ``@`` at, ``_`` underscore, ``/`` slash, ``+`` plus, ``#`` hash,
-letters            ``&`` and; other symbols are left for espeak-ng
-digits             each digit (``0`` zero); spaces and hyphens between them are pauses
-cardinal, number   a whole or decimal number, a sign, thousands separators
-ordinal            ``21`` or ``21st``: "twenty first"
-date               ``format`` one of mdy, dmy, ymd, md, dm, my, ym, y, m, d (default: ymd when
-                   the text starts with four digits, else mdy); parts split on ``- / .``
-                   or spaces; months as numbers or names
-time               ``7:15``, ``19:05``, ``7:15 pm``, ``7pm``, ``07:00:30``
-telephone          digits with ``+ ( ) - .`` and spaces; groups as written, zero "oh"
-currency           ``$12.50``, ``12.50 EUR``, ``£7``; ``format`` may name an ISO code for
-                   a bare amount (``format="USD"``, ``12.50``)
-=================  ==================================================================
+that, so markup that asks for the impossible is refused instead of read wrongly. The result is
+final words: the caller marks it verbatim. What each ``interpret-as`` reads:
+docs/internals.md#ssml-say-as.
 """
 
 from __future__ import annotations

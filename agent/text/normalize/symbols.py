@@ -1,19 +1,9 @@
 """Symbols between words in words, and ellipses and dashes as pauses.
 
-:func:`symbols`: ``&`` "and", ``@`` "at", ``+`` "plus", ``=`` "equals", ``#`` "hash" (before
-a number it is "number": the codes pass reads those first), ``~`` "about", ``/`` between two
-words "or" (``and/or`` "and or", ``yes/no``), ``w/`` "with", ``w/o`` "without", ``c/o`` "care
-of", ``N/A`` "not applicable". Run after the numbers and addresses, so ``50 km/h``, ``1/2`` and
-``help@example.com`` have their own readings already.
-
-:func:`pauses`: an ellipsis (``...``, ``…``) or a dash between words (`` - ``, ``–``, ``—``,
-``--``, spaced or, for the long dashes, not) becomes a comma, the clause mark espeak-ng needs to
-pause there (``Gate B12... boarding now``: without one the two words run together); between
-two days or months it is "to" (``Mon–Fri``, ``June - August``). A hyphen
-inside a word (``check-in``) stays, and so does a dash between two numbers (``10 - 4``,
-``10–15``: ranges and scores, which the numbers read); an ellipsis at the start or end of the
-text is left as it is (the end of the text is a pause already). It runs before the numbers,
-which would otherwise have made words of the digits around a dash.
+:func:`symbols` reads ``&``, ``@``, ``+``, ``=``, ``#``, ``~``, ``/`` between words and the like
+(after the numbers and addresses); :func:`pauses` turns an ellipsis or a dash between words into a
+comma, or "to" between two days or months (before the numbers). The rules:
+docs/internals.md#normalizer-symbols-and-pauses.
 """
 
 from __future__ import annotations
