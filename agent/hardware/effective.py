@@ -1,22 +1,11 @@
 """The effective profile: the chosen profile, made concrete for this machine, with overrides.
 
 Precedence, weakest first: the profile file < the local tune override (``tts-agent tune``) <
-explicit settings. Every value records where it came from (:attr:`EffectiveProfile.origins`), and
-:attr:`EffectiveProfile.why` explains the choice in words.
-
-Consumers read plain attributes::
-
-    eff = resolve_profile(settings)                 # once, at start-up, on the main thread
-    eff.runtime.options                             # RuntimeOptions: threads, pinning, providers
-    eff.runtime.model_variant                       # which model file of the voice to load
-    eff.audio.alsa_device, eff.audio.period_frames, eff.audio.buffer_periods, eff.audio.queue_max
-    eff.thermal.limit_c, eff.thermal.zones          # health
-    eff.as_dict()                                   # health report / ``tts-agent profile --json``
-
-The player's settings are ``agent.settings.effective_audio(settings.audio, eff)``, the one
-place ``eff.audio`` becomes the ``[audio]`` settings the daemon, ``say`` and ``check-config`` use.
-
-The object is immutable and safe to share between threads.
+explicit settings; every value records where it came from (:attr:`EffectiveProfile.origins`)
+and :attr:`EffectiveProfile.why` explains the choice in words. Resolved once at start-up; the
+player's settings are ``agent.settings.effective_audio(settings.audio, eff)``, the one place
+``eff.audio`` becomes ``[audio]`` settings. Immutable, safe to share between threads. How
+profiles are chosen: docs/hardware-profiles.md.
 """
 
 from __future__ import annotations
