@@ -111,8 +111,9 @@ class RequestTracker:
     """Open speak requests and the events that move them along. See the module docstring.
 
     ``recorder`` counts ended speak requests (see the module docstring); ``clock`` is the
-    monotonic clock their timings are taken with. It is the synthesis worker's
-    :class:`agent.pipeline.worker.Reporter` (structurally: ``is_open``, ``note``, ``finish``).
+    monotonic clock their timings are taken with. It is the :class:`agent.outcomes.Reporter`
+    of both the synthesis worker and the player (structurally: ``is_open``, ``note``,
+    ``progress``, ``finish``).
     """
 
     def __init__(self, publisher: EventPublisher, *, recorder: RequestRecorder | None = None,
