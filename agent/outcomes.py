@@ -5,7 +5,7 @@ events before it; their values are the words on the wire (MQTT events and replie
 Wyoming's counts, the health report, ``tts-agent send``'s exit status). The subsets below say
 who may end a request how. :class:`Reporter` is where the synthesis worker and the player both
 report a request (the daemon's :class:`agent.mqtt.tracker.RequestTracker`). :class:`VoiceEvent`
-is what the voice library reports. See docs/protocol.md for the events on the wire.
+is what the voice library reports. docs/mqtt-protocol.md describes the events on the wire.
 """
 
 from __future__ import annotations
