@@ -30,6 +30,7 @@ from results import Figures, add_json_option, write_result  # noqa: E402
 from agent.library.voices import VoiceLibrary  # noqa: E402
 from agent.library.watch import ModelWatcher  # noqa: E402
 from agent.logs import configure_logging  # noqa: E402
+from agent.outcomes import VoiceEvent  # noqa: E402
 from agent.settings import Settings  # noqa: E402
 from agent.voice.bundle import verify_bundle, write_manifest  # noqa: E402
 
@@ -92,9 +93,9 @@ def main() -> int:
 def reloads(args: argparse.Namespace, work: Path, voice_dir: Path) -> dict[str, Any] | None:
     """Swap the voice ``args.reloads`` times under the watcher; None when a reload never came."""
     loaded = threading.Event()
-    events: list[dict[str, Any]] = []
+    events: list[VoiceEvent] = []
 
-    def on_event(event: dict[str, Any]) -> None:
+    def on_event(event: VoiceEvent) -> None:
         events.append(event)
         loaded.set()
 
@@ -120,7 +121,7 @@ def reloads(args: argparse.Namespace, work: Path, voice_dir: Path) -> dict[str, 
                 return None
             time.sleep(0.001)
         to_serving.append(time.monotonic() - changed)
-        validate.append(float(events[-1]["load_s"]))
+        validate.append(float(events[-1].load_s or 0.0))
         library.get().synthesize("Reload check.").__next__()
         if n in (1, 10, 50) or n == args.reloads:
             rss_at[n] = rss_mib()

@@ -24,6 +24,7 @@ import time
 import types
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
@@ -105,16 +106,35 @@ def type_and_bounds(annotation: Any) -> tuple[str, list[str]]:
     if origin is Annotated:
         text, inner = type_and_bounds(args[0])
         return text, inner + constraint_texts(args[1:], text)
+    words = _words(annotation)
+    if words is not None:  # a Literal, an enum (agent.outcomes) or a union of them
+        kinds = sorted({_kind(word) for word in words})
+        return " or ".join(kinds), ["one of " + ", ".join(code(word) for word in words)]
     if origin in (Union, types.UnionType):
         parts = [type_and_bounds(arg) for arg in args if arg is not type(None)]
         return " or ".join(t for t, _ in parts), [b for _, bounds in parts for b in bounds]
-    if origin is Literal:
-        kinds = sorted({_SCALARS.get(type(arg), type(arg).__name__) for arg in args})
-        return " or ".join(kinds), ["one of " + ", ".join(code(arg) for arg in args)]
     if origin is list:
         text, inner = type_and_bounds(args[0])
         return f"list of {text}", [f"each {bound}" for bound in inner]
     return _plain_type(annotation), []
+
+
+def _words(annotation: Any) -> list[Any] | None:
+    """The values a ``Literal``, an enum or a union of them allows (enum members as their
+    values), or None for any other type."""
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Literal:
+        return [arg.value if isinstance(arg, Enum) else arg for arg in args]
+    if isinstance(annotation, type) and issubclass(annotation, Enum):
+        return [member.value for member in annotation]
+    if origin in (Union, types.UnionType) and type(None) not in args:
+        parts = [_words(arg) for arg in args]
+        return None if any(p is None for p in parts) else [w for p in parts if p for w in p]
+    return None
+
+
+def _kind(value: Any) -> str:
+    return _SCALARS.get(type(value), type(value).__name__)
 
 
 def _plain_type(annotation: Any) -> str:

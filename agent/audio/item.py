@@ -13,9 +13,9 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
 
 from agent.audio.format import AudioChunk, AudioFormat
+from agent.outcomes import PlayerEvent
 
 __all__ = [
     "PRIORITIES",
@@ -41,7 +41,8 @@ PRIORITIES = {
     "urgent": PRIORITY_URGENT,
 }
 
-EventKind = Literal["started", "finished", "interrupted", "failed", "expired"]
+EventKind = PlayerEvent
+"""A play item's events: :data:`agent.outcomes.PlayerEvent` (the one vocabulary's words)."""
 
 
 def parse_priority(value: str | int) -> int:

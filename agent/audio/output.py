@@ -20,14 +20,15 @@ from agent.audio.convert import StreamConverter, encode
 from agent.audio.device import DeviceError, DeviceParams, OutputDevice, open_output
 from agent.audio.events import PlayerEvents
 from agent.audio.format import AudioFormat
-from agent.audio.item import EventKind
 from agent.audio.pcm_host import PcmHost
 from agent.audio.stats import PlayerBook
 from agent.audio.utterance import Mark, Utterance
 from agent.audio.volume import PlayerVolume
 from agent.logs import get_logger
+from agent.outcomes import Outcome
 
 if TYPE_CHECKING:
+    from agent.outcomes import PlayerOutcome
     from agent.settings import AudioSettings
 
 __all__ = ["Output"]
@@ -107,7 +108,7 @@ class Output:
         self._marks.append(Mark(self._position, u.item, u.audio_seconds))
         self._fire_marks()
 
-    def settle_marks(self, kind: EventKind, reason: str) -> None:
+    def settle_marks(self, kind: PlayerOutcome, reason: str) -> None:
         """End every utterance still in the buffer with ``kind``."""
         while self._marks:
             mark = self._marks.popleft()
@@ -115,7 +116,7 @@ class Output:
 
     def cut(self, reason: str) -> None:
         """Stop the device at once; utterances still in its buffer are interrupted."""
-        self.settle_marks("interrupted", reason)
+        self.settle_marks(Outcome.INTERRUPTED, reason)
         if self.device is not None and self.running:
             self.call(self.device.drop)
         self._stopped()
@@ -150,7 +151,7 @@ class Output:
         played = self._position - device.params.buffer_frames
         while self._marks and self._marks[0].end <= played:
             mark = self._marks.popleft()
-            self._events.finish(mark.item, "finished", None, mark.audio_seconds)
+            self._events.finish(mark.item, Outcome.FINISHED, None, mark.audio_seconds)
 
     # -- device lifecycle ------------------------------------------------------------------
 
@@ -255,7 +256,7 @@ class Output:
         if count:
             self._book.count_device_error()
         self._set_degraded(reason)  # before the events: their receivers may read stats()
-        self.settle_marks("failed", reason)
+        self.settle_marks(Outcome.FAILED, reason)
 
     def _set_degraded(self, reason: str) -> None:
         self._retry_at = time.monotonic() + self._settings.reopen_interval_s

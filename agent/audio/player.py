@@ -2,17 +2,16 @@
 played through ALSA on one thread.
 
 :class:`AudioPlayer` owns the thread, the loops and the state other threads touch; it reports
-each item's ``started`` and exactly one final :class:`~agent.audio.item.PlaybackEvent` through
-``on_event``, on the player thread (the receiver only hands it on). Every other method is safe
-from any thread. The contract (priorities, interruption, expiry, feeding an item while it plays)
-and the parts: docs/internals.md#the-player.
+each item's ``started`` and exactly one final outcome through the pipeline's
+:class:`~agent.outcomes.Reporter`, on the player thread (the reporter only hands it on).
+Every other method is safe from any thread. The contract (priorities, interruption, expiry,
+feeding an item while it plays) and the parts: docs/internals.md#the-player.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 
 import numpy as np
 
@@ -26,6 +25,7 @@ from agent.audio.stats import PlayerBook, PlayerStats
 from agent.audio.utterance import CLOSED, STOPPED, Ending, Utterance, interruption, starved
 from agent.audio.volume import PlayerVolume, fade_out_curve
 from agent.logs import bind_request, get_logger
+from agent.outcomes import Outcome, Progress, Reporter
 from agent.settings import AudioSettings
 
 __all__ = ["AudioPlayer", "PlayItem", "PlaybackEvent", "PlayerClosed", "PlayerStats",
@@ -40,7 +40,7 @@ class AudioPlayer:
     def __init__(
         self,
         settings: AudioSettings,
-        on_event: Callable[[PlaybackEvent], None],
+        reporter: Reporter,
     ) -> None:
         self._settings = settings
         self._queue = PlayQueue(settings.queue_max)
@@ -53,7 +53,7 @@ class AudioPlayer:
         self._volume = settings.volume
         # Thread-safe parts of their own.
         self._book = PlayerBook(settings.device)
-        self._events = PlayerEvents(on_event, self._book)
+        self._events = PlayerEvents(reporter, self._book)
         # Player-thread state.
         self._device_volume = PlayerVolume(settings)
         self._output = Output(settings, self._book, self._device_volume, self._events)
@@ -99,7 +99,7 @@ class AudioPlayer:
         with self._lock:
             self._stop_epoch += 1
             for item in self._queue.take_all() if flush else []:
-                self._events.settle_later(item, "interrupted", "flushed by stop")
+                self._events.settle_later(item, Outcome.INTERRUPTED, "flushed by stop")
         self._wake.set()
 
     def set_volume(self, volume: float) -> None:
@@ -119,7 +119,7 @@ class AudioPlayer:
             self._closing = True
             thread = self._thread
             for item in self._queue.take_all():
-                self._events.settle_later(item, "interrupted", "player closed")
+                self._events.settle_later(item, Outcome.INTERRUPTED, "player closed")
         self._wake.set()
         if thread is None:
             return True
@@ -188,7 +188,7 @@ class AudioPlayer:
         except DeviceError as exc:
             self._device_failed(str(exc))
         except Exception as exc:
-            self._events.finish(item, "failed", f"internal error in the audio player: {exc}")
+            self._events.finish(item, Outcome.FAILED, f"internal error in the audio player: {exc}")
             raise
         finally:
             self._current = None
@@ -199,7 +199,7 @@ class AudioPlayer:
     def _play_utterance(self, u: Utterance) -> None:
         item = u.item
         if item._expired(time.monotonic()):
-            self._events.finish(item, "expired", "deadline passed before playback")
+            self._events.finish(item, Outcome.EXPIRED, "deadline passed before playback")
             return
         if item.format is not None and not self._prepare(u, item.format):
             return
@@ -265,7 +265,7 @@ class AudioPlayer:
             device = self._output.ensure(fmt)
         except DeviceError as exc:
             self._book.count_device_error()
-            self._events.finish(u.item, "failed", str(exc))
+            self._events.finish(u.item, Outcome.FAILED, str(exc))
             return False
         self._output.start_utterance(u, device.params)
         return True
@@ -294,14 +294,14 @@ class AudioPlayer:
     def _utterance_written(self, u: Utterance) -> None:
         """All audio is written: finished once it has been pushed out of the buffer."""
         if not u.started:
-            self._events.finish(u.item, "finished", None, u.audio_seconds)
+            self._events.finish(u.item, Outcome.FINISHED, None, u.audio_seconds)
             return
         self._output.mark_end(u)
 
     def _write_audio(self, u: Utterance, block: np.ndarray,
                      shape: np.ndarray | None = None) -> None:
         if self._output.write_audio(u, block, shape):
-            self._events.deliver(PlaybackEvent("started", u.item.request_id, None,
+            self._events.deliver(PlaybackEvent(Progress.STARTED, u.item.request_id, None,
                                                u.audio_seconds))
 
     def _keep_fed(self, u: Utterance) -> None:
@@ -331,7 +331,7 @@ class AudioPlayer:
 
     def _expire_queued(self) -> None:
         for item in self._queue.take_expired(time.monotonic()):
-            self._events.finish(item, "expired", "deadline passed before playback")
+            self._events.finish(item, Outcome.EXPIRED, "deadline passed before playback")
 
     def _is_closing(self) -> bool:
         with self._lock:
@@ -341,19 +341,19 @@ class AudioPlayer:
         """The device failed: close it, fail what is in its buffer and playing, retry later."""
         self._output.fail(reason)
         if self._current is not None:
-            self._events.finish(self._current, "failed", reason)
+            self._events.finish(self._current, Outcome.FAILED, reason)
 
     def _abandon(self, reason: str) -> None:
         """After an unexpected error: fail what is in flight and start clean."""
         if self._current is not None:
-            self._events.finish(self._current, "failed", reason)
-        self._output.settle_marks("failed", reason)
+            self._events.finish(self._current, Outcome.FAILED, reason)
+        self._output.settle_marks(Outcome.FAILED, reason)
         self._output.reset()
 
     def _shutdown(self) -> None:
-        self._output.settle_marks("interrupted", "player closed")
+        self._output.settle_marks(Outcome.INTERRUPTED, "player closed")
         self._events.emit_pending()
         for item in self._queue.take_all():
-            self._events.finish(item, "interrupted", "player closed")
+            self._events.finish(item, Outcome.INTERRUPTED, "player closed")
         self._output.shutdown()
         self._device_volume.close()

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Literal, TypedDict
 
-from agent.audio.item import EventKind
+from agent.outcomes import PLAYER_EVENTS, Outcome, PlayerEvent, Progress
 
 __all__ = ["DeviceInfo", "PlayerBook", "PlayerState", "PlayerStats", "VolumeControl"]
 
@@ -87,9 +87,7 @@ class PlayerBook:
     def __init__(self, pcm: str) -> None:
         self._pcm = pcm
         self._lock = threading.Lock()
-        self._events: dict[EventKind, int] = {
-            "started": 0, "finished": 0, "interrupted": 0, "failed": 0, "expired": 0,
-        }
+        self._events: dict[PlayerEvent, int] = dict.fromkeys(PLAYER_EVENTS, 0)
         self._underruns = 0
         self._device_errors = 0
         self._recovery_probes = 0
@@ -102,7 +100,7 @@ class PlayerBook:
         self._busy_since: float | None = None
         self._volume_control: VolumeControl = "software"
 
-    def count_event(self, kind: EventKind) -> None:
+    def count_event(self, kind: PlayerEvent) -> None:
         with self._lock:
             self._events[kind] += 1
 
@@ -164,9 +162,9 @@ class PlayerBook:
                 pcm=self._pcm, underruns=self._underruns, device_errors=self._device_errors,
                 recovery_probes=self._recovery_probes,
                 seconds_played=round(self._seconds_played, 3),
-                started=events["started"], finished=events["finished"],
-                interrupted=events["interrupted"], failed=events["failed"],
-                expired=events["expired"], internal_errors=self._internal_errors,
+                started=events[Progress.STARTED], finished=events[Outcome.FINISHED],
+                interrupted=events[Outcome.INTERRUPTED], failed=events[Outcome.FAILED],
+                expired=events[Outcome.EXPIRED], internal_errors=self._internal_errors,
                 state=self._state, reason=self._reason,
                 device=DeviceInfo(**self._device) if self._device is not None else None,
                 queue_depth=queue_depth, playing=self._playing, volume=volume,

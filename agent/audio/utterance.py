@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from agent.audio.convert import StreamConverter
-from agent.audio.item import PRIORITY_URGENT, EventKind, PlayItem
+from agent.audio.item import PRIORITY_URGENT, PlayItem
+from agent.outcomes import Outcome, PlayerOutcome
 
 __all__ = ["CLOSED", "STOPPED", "Ending", "Mark", "Utterance", "interruption", "preempts",
            "starved"]
@@ -27,14 +28,14 @@ __all__ = ["CLOSED", "STOPPED", "Ending", "Mark", "Utterance", "interruption", "
 class Ending:
     """Why an utterance ends early, and how."""
 
-    kind: EventKind
+    kind: PlayerOutcome
     reason: str
     cut: bool
     """True: stop the device at once; False: fade out what follows."""
 
 
-CLOSED = Ending("interrupted", "player closed", cut=True)
-STOPPED = Ending("interrupted", "stopped", cut=True)
+CLOSED = Ending(Outcome.INTERRUPTED, "player closed", cut=True)
+STOPPED = Ending(Outcome.INTERRUPTED, "stopped", cut=True)
 
 
 def preempts(waiting: PlayItem | None, playing: PlayItem) -> bool:
@@ -47,16 +48,16 @@ def interruption(item: PlayItem, waiting: PlayItem | None) -> Ending | None:
     """Whether ``item`` must end now for its producer's failure or the ``waiting`` item."""
     _closed, failure, _chunks = item._source_state()
     if failure is not None:
-        return Ending("failed", failure, cut=False)
+        return Ending(Outcome.FAILED, failure, cut=False)
     if waiting is not None and preempts(waiting, item):
-        return Ending("interrupted", f"preempted by {waiting.request_id}", cut=False)
+        return Ending(Outcome.INTERRUPTED, f"preempted by {waiting.request_id}", cut=False)
     return None
 
 
 def starved(u: Utterance, timeout_s: float, now: float) -> Ending | None:
     """The producer has sent nothing for longer than ``timeout_s``."""
     if now - u.waiting_since > timeout_s:
-        return Ending("failed", f"no audio from synthesis for {timeout_s:g} s", cut=False)
+        return Ending(Outcome.FAILED, f"no audio from synthesis for {timeout_s:g} s", cut=False)
     return None
 
 

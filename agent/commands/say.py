@@ -35,13 +35,13 @@ from agent.commands import (
     text_document,
 )
 from agent.commands.chimes import add_chime_argument, checked_chime
+from agent.outcomes import Outcome, Progress
 
 if TYPE_CHECKING:
-    from agent.audio.item import EventKind, PlaybackEvent
     from agent.hardware.effective import EffectiveProfile
     from agent.pipeline.jobs import SpeakRequest
     from agent.pipeline.render import ChimeSource
-    from agent.pipeline.worker import VoiceSource, WorkerOutcome
+    from agent.pipeline.worker import VoiceSource
     from agent.settings import AudioSettings, Settings
 
 _REQUEST_ID = "say"
@@ -107,8 +107,8 @@ def run(args: argparse.Namespace) -> int:
                                                  chime=chime), chimes)
     if not outcome.played:  # refused before playback (the text): the reason alone
         raise CommandError(outcome.reason or f"request {outcome.kind}")
-    if outcome.kind != "finished":
-        hint = DEVICE_HINT if outcome.kind == "failed" else ""
+    if outcome.kind is not Outcome.FINISHED:
+        hint = DEVICE_HINT if outcome.kind is Outcome.FAILED else ""
         raise CommandError(f"playback {outcome.kind} on {audio.device!r}: {outcome.reason}{hint}")
     print(json.dumps({"voice": voice.name, "device": audio.device,
                       "seconds": round(outcome.audio_seconds, 3)}))
@@ -119,16 +119,16 @@ def run(args: argparse.Namespace) -> int:
 class _Final:
     """The request's final event, from the player (``played``) or from the worker."""
 
-    kind: EventKind
+    kind: Outcome
     reason: str | None
     audio_seconds: float
     played: bool
 
 
 class _Outcome:
-    """Collects the one request's final event: the worker's :class:`Reporter
-    <agent.pipeline.worker.Reporter>` (synthesis thread) and the player's ``on_event``
-    (player thread)."""
+    """Collects the one request's final event: the :class:`agent.outcomes.Reporter` of both
+    the synthesis worker (synthesis thread) and the player (player thread), which alone says
+    how much it played (``audio_s``)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -141,12 +141,12 @@ class _Outcome:
     def note(self, request_id: str, **fields: object) -> None:
         return None  # voice and timings: nothing to report them to
 
-    def finish(self, request_id: str, event: WorkerOutcome, *, reason: str) -> bool:
-        return self._settle(_Final(event, reason, 0.0, played=False))
+    def progress(self, request_id: str, event: Progress, **fields: object) -> bool:
+        return not self._done.is_set()  # ``started``: nothing to report it to
 
-    def on_playback(self, event: PlaybackEvent) -> None:
-        if event.kind != "started":
-            self._settle(_Final(event.kind, event.reason, event.audio_seconds, played=True))
+    def finish(self, request_id: str, event: Outcome, *, reason: str | None = None,
+               audio_s: float | None = None) -> bool:
+        return self._settle(_Final(event, reason, audio_s or 0.0, played=audio_s is not None))
 
     def wait(self, timeout: float) -> _Final | None:
         self._done.wait(timeout)
@@ -171,7 +171,7 @@ def _speak(audio: AudioSettings, voices: VoiceSource, request: SpeakRequest,
     from agent.pipeline.worker import SynthesisWorker
 
     outcome = _Outcome()
-    player = AudioPlayer(audio, outcome.on_playback)
+    player = AudioPlayer(audio, outcome)
     jobs = JobQueue(1)
     worker = SynthesisWorker(jobs, voices, player, outcome, item_buffer_s=audio.item_buffer_s,
                              buffering=audio.buffering, chimes=chimes)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent.commands import FAILED, NO_ANSWER, OK, CommandError
 from agent.commands.send_wait import event_for, succeeded
+from agent.outcomes import Outcome
 
 if TYPE_CHECKING:
     from agent.mqtt.client import InboundMessage
@@ -162,7 +163,7 @@ def _names(devices: list[str], why: dict[str, str] | None = None) -> str:
 
 def _reason(event: dict[str, Any]) -> str:
     kind = str(event.get("event"))
-    if kind == "duplicate":
+    if kind == Outcome.DUPLICATE:
         kind = f"duplicate of {event.get('outcome')}"
     reason = event.get("reason")
     return f"{kind}: {str(reason)[:200]}" if reason else kind

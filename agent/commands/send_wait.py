@@ -14,6 +14,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from agent.commands import NO_ANSWER, CommandError
+from agent.outcomes import SUCCESS, Outcome
 
 if TYPE_CHECKING:
     from agent.mqtt.client import InboundMessage
@@ -21,7 +22,8 @@ if TYPE_CHECKING:
 
 __all__ = ["NO_ANSWER", "SUCCESS_EVENTS", "await_final", "event_for", "register", "succeeded"]
 
-SUCCESS_EVENTS = frozenset({"finished", "done", "pong"})
+SUCCESS_EVENTS = SUCCESS
+"""Final events that make the exit status 0 (:data:`agent.outcomes.SUCCESS`); any other is 1."""
 
 
 def register(subparsers: Any) -> None:
@@ -82,5 +84,5 @@ def event_for(message: InboundMessage, request_id: str, reply: Topic | None,
 
 def succeeded(event: dict[str, Any]) -> bool:
     """Whether a final event means success; a ``duplicate`` by the outcome it names."""
-    kind = event.get("outcome") if event.get("event") == "duplicate" else event.get("event")
+    kind = event.get("outcome") if event.get("event") == Outcome.DUPLICATE else event.get("event")
     return kind in SUCCESS_EVENTS

@@ -37,17 +37,12 @@ from agent.mqtt.client import MqttClient, OutboundMessage
 from agent.mqtt.dispatch import Dispatcher
 from agent.mqtt.intake import Intake, Request
 from agent.mqtt.journal import RequestJournal
-from agent.mqtt.protocol import (
-    ModelEvent,
-    PingStatus,
-    Presence,
-    new_request_id,
-    to_payload,
-)
+from agent.mqtt.protocol import PingStatus, Presence, to_payload
 from agent.mqtt.publisher import EventPublisher, OfflinePublisher
 from agent.mqtt.recovery import answer_journalled
 from agent.mqtt.topics import Namespace
 from agent.mqtt.tracker import RequestTracker
+from agent.outcomes import Outcome, VoiceEvent, VoiceEventKind
 from agent.pipeline.jobs import JobQueue
 from agent.pipeline.phrase_cache import open_phrase_cache
 from agent.pipeline.phrase_warm import PhraseWarmer
@@ -57,7 +52,6 @@ from agent.voice.onnx_session import pin_current_thread
 from agent.voice.voice import VoiceLoadError
 
 if TYPE_CHECKING:
-    from agent.audio.item import PlaybackEvent
     from agent.hardware.effective import EffectiveProfile
     from agent.health.report import HealthReport
     from agent.mqtt.protocol import ReloadCommand
@@ -167,7 +161,7 @@ class AgentService:
         and the dispatcher."""
         settings, mqtt = self.settings, self.settings.mqtt
         audio = effective_audio(settings.audio, self.profile)
-        self.player = player or AudioPlayer(audio, self._on_playback)
+        self.player = player or AudioPlayer(audio, self.tracker)  # reports as the worker does
         self.phrase_cache = open_phrase_cache(settings.cache.dir / "phrases", settings.cache.max_mb)
         self.warmer = (PhraseWarmer(self.phrase_cache, settings.cache.warm_phrases)
                        if self.phrase_cache is not None else None)
@@ -277,11 +271,11 @@ class AgentService:
         self.addons.stop(_JOIN_S)
         self.dispatcher.stop(_JOIN_S)
         for request in self.dispatcher.drain():
-            self.tracker.answer(request.id, request.name, "rejected",
+            self.tracker.answer(request.id, request.name, Outcome.REJECTED,
                                 reason="agent is shutting down", reply=request.reply,
                                 hermes=request.hermes)
         for job in self.jobs.take_all():
-            self.tracker.finish(job.request_id, "interrupted", reason="agent stopping")
+            self.tracker.finish(job.request_id, Outcome.INTERRUPTED, reason="agent stopping")
         if not self.tracker.wait_idle(grace_s):
             log.info("cutting_current_utterance", grace_s=grace_s)
         self.player.close(_JOIN_S)  # cuts what still plays: those requests end "interrupted"
@@ -292,7 +286,7 @@ class AgentService:
         if self.warmer is not None:
             self.warmer.stop(_JOIN_S)
         for request_id in self.tracker.open_ids():
-            self.tracker.finish(request_id, "interrupted", reason="agent stopping")
+            self.tracker.finish(request_id, Outcome.INTERRUPTED, reason="agent stopping")
         self.journal.close()
         self.reporter.stop(_JOIN_S)
         if self.client is not None:
@@ -329,22 +323,13 @@ class AgentService:
         """Dispatch thread: a ``ping`` renews the retained health report."""
         self.reporter.request()
 
-    def _on_playback(self, event: PlaybackEvent) -> None:
-        """Player thread: playback progress becomes request events."""
-        if event.kind == "started":
-            self.tracker.progress(event.request_id, "started")
-        else:
-            self.tracker.finish(event.request_id, event.kind, reason=event.reason,
-                                audio_s=round(event.audio_seconds, 3))
-
-    def _on_model_event(self, event: dict[str, Any]) -> None:
+    def _on_model_event(self, event: VoiceEvent) -> None:
         """Voice library (main, model watcher or dispatch thread): model_loaded /
         model_rejected, and a fresh health report with the voices as they are now."""
-        self.publisher.event(ModelEvent(id=new_request_id(), device=self.settings.device_id,
-                                        **event))
-        if event["event"] == "model_loaded" and self.warmer is not None:
+        self.publisher.model_event(event)
+        if event.kind is VoiceEventKind.LOADED and self.warmer is not None:
             with contextlib.suppress(VoiceNotFound, VoiceLoadError):
-                self.warmer.warm(self.voices.get(event["voice"]))
+                self.warmer.warm(self.voices.get(event.voice))
         self.reporter.request()
 
     def _pin_synthesis_thread(self) -> None:

@@ -15,6 +15,8 @@ quoted.)
 
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
+from agent.outcomes import SpeakOutcome
+
 if TYPE_CHECKING:
     from agent.audio.stats import DeviceInfo, PlayerState, VolumeControl
 
@@ -27,7 +29,6 @@ __all__ = [
     "LexiconSection",
     "LoadedVoice",
     "MqttSection",
-    "Outcome",
     "PhraseCacheSection",
     "ProviderError",
     "Quantiles",
@@ -48,8 +49,6 @@ __all__ = [
 
 State = Literal["ok", "degraded", "failing"]
 """The overall verdict, best first."""
-Outcome = Literal["finished", "failed", "rejected", "expired", "interrupted"]
-"""How a request ended (the final event the MQTT layer publishes for it)."""
 WorkerState = Literal["idle", "busy", "hung", "dead"]
 
 
@@ -71,7 +70,8 @@ class RequestsSection(TypedDict):
 
     served: int
     failed: int
-    total: dict[Outcome, int]
+    total: dict[SpeakOutcome, int]
+    """By how a speak request ended (:data:`agent.outcomes.SpeakOutcome`)."""
     window: RequestWindow
     synthesis_s: Quantiles | None
     rtf: Quantiles | None

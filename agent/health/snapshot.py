@@ -22,9 +22,10 @@ from typing import TYPE_CHECKING, Any, cast, get_args
 
 from agent import __version__
 from agent.health.liveness import Liveness
-from agent.health.report import Outcome, State
+from agent.health.report import State
 from agent.health.sysinfo import SystemProbe
 from agent.logs import get_logger
+from agent.outcomes import SPEAK_OUTCOMES, Outcome, SpeakOutcome
 from agent.settings import HealthSettings, Settings
 
 if TYPE_CHECKING:
@@ -45,7 +46,8 @@ __all__ = [
 log = get_logger(__name__)
 
 STATES: tuple[State, ...] = get_args(State)
-OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
+OUTCOMES: tuple[SpeakOutcome, ...] = SPEAK_OUTCOMES
+"""How a speak request can end (:data:`agent.outcomes.SPEAK_OUTCOMES`): what is counted."""
 Provider = Callable[[], Mapping[str, Any]]
 """Returns one section of the report (the shapes the daemon's sections have are in
 :mod:`agent.health.report`)."""
@@ -80,7 +82,7 @@ def percentile(sorted_values: list[float], p: float) -> float:
 
 @dataclass(frozen=True, slots=True)
 class _Sample:
-    outcome: Outcome
+    outcome: SpeakOutcome
     synthesis_s: float | None
     audio_s: float | None
     first_audio_s: float | None
@@ -115,7 +117,7 @@ class RequestStats:
 
     def record(
         self,
-        outcome: Outcome,
+        outcome: SpeakOutcome,
         *,
         synthesis_s: float | None = None,
         audio_s: float | None = None,
@@ -126,7 +128,8 @@ class RequestStats:
         frame reaching the device. Leave out what does not apply (a cached phrase has no
         synthesis time; a rejected request has nothing)."""
         if outcome not in self._totals:
-            raise ValueError(f"unknown outcome {outcome!r}; expected one of {OUTCOMES}")
+            raise ValueError(f"unknown outcome {outcome!r}; expected one of "
+                             f"{tuple(o.value for o in OUTCOMES)}")
         sample = _Sample(outcome, _duration("synthesis_s", synthesis_s),
                          _duration("audio_s", audio_s), _duration("first_audio_s", first_audio_s))
         with self._lock:
@@ -149,13 +152,13 @@ class RequestStats:
                     "p95": round(percentile(values, 95), 4)}
 
         return {
-            "served": totals["finished"],
-            "failed": totals["failed"],
+            "served": totals[Outcome.FINISHED],
+            "failed": totals[Outcome.FAILED],
             "total": totals,
             "window": {
                 "requests": len(samples),
-                "failed": sum(1 for s in samples if s.outcome == "failed"),
-                "finished": sum(1 for s in samples if s.outcome == "finished"),
+                "failed": sum(1 for s in samples if s.outcome == Outcome.FAILED),
+                "finished": sum(1 for s in samples if s.outcome == Outcome.FINISHED),
             },
             "synthesis_s": quantiles([s.synthesis_s for s in samples
                                       if s.synthesis_s is not None]),
@@ -209,7 +212,7 @@ class Health:
 
     def record_request(
         self,
-        outcome: Outcome,
+        outcome: SpeakOutcome,
         *,
         synthesis_s: float | None = None,
         audio_s: float | None = None,

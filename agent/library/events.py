@@ -1,6 +1,7 @@
 """What the library reports: a :class:`ReloadResult` per reload attempt of a voice, the
 ``model_loaded`` / ``model_rejected`` events made of them, and ``model_damaged`` when a file of
-a live voice's bundle that it does not serve is damaged (the service publishes all three)."""
+a live voice's bundle that it does not serve is damaged: each a typed
+:class:`agent.outcomes.VoiceEvent` (the service publishes all three)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agent.logs import get_logger
+from agent.outcomes import VoiceEvent, VoiceEventKind
 
 if TYPE_CHECKING:
     from agent.voice.voice import Voice
@@ -38,33 +40,30 @@ class ReloadResult:
 
 def model_event(result: ReloadResult, voice: Voice | None = None,
                 replaced: Voice | None = None, variant_reason: str | None = None,
-                ) -> dict[str, Any]:
+                ) -> VoiceEvent:
     """The event for ``result``, logged: ``model_loaded`` with the facts of ``voice`` (the one
     swapped in; ``replaced`` the one it replaced; ``variant_reason`` why it serves this variant
     or what is known of its provenance), else ``model_rejected`` with the reason."""
     if result.outcome == "loaded" and voice is not None:
         log.info("model_loaded", voice=voice.name, version=voice.version, variant=voice.variant,
                  variant_reason=variant_reason)
-        event = {"event": "model_loaded", "voice": voice.name, "version": voice.version,
-                 "variant": voice.variant, "sha256": dict(voice.bundle.sha256),
-                 "load_s": round(voice.load_s, 3), "provider": voice.provider,
-                 "previous_version": replaced.version if replaced else None,
-                 "signed_by": result.signed_by}
-        if variant_reason is not None:
-            event["variant_reason"] = variant_reason
-        return event
+        return VoiceEvent(VoiceEventKind.LOADED, voice.name, voice.version,
+                          variant=voice.variant, sha256=dict(voice.bundle.sha256),
+                          load_s=round(voice.load_s, 3), provider=voice.provider,
+                          previous_version=replaced.version if replaced else None,
+                          signed_by=result.signed_by, variant_reason=variant_reason)
     log.warning("model_rejected", voice=result.voice, version=result.version,
                 reason=result.reason)
-    return {"event": "model_rejected", "voice": result.voice, "version": result.version,
-            "reason": result.reason}
+    return VoiceEvent(VoiceEventKind.REJECTED, result.voice, result.version,
+                      reason=result.reason)
 
 
-def damage_event(voice: Voice, problems: dict[str, str]) -> dict[str, Any]:
+def damage_event(voice: Voice, problems: dict[str, str]) -> VoiceEvent:
     """``model_damaged``, logged: files of ``voice``'s bundle that it does not serve (another
     variant's model) are missing, of the wrong size or do not match their sha256. The voice
     keeps serving; the bundle needs repair before that variant can be served."""
     reason = "; ".join(problems[name] for name in sorted(problems))
     log.warning("model_damaged", voice=voice.name, version=voice.version,
                 variant=voice.variant, reason=reason)
-    return {"event": "model_damaged", "voice": voice.name, "version": voice.version,
-            "variant": voice.variant, "files": sorted(problems), "reason": reason}
+    return VoiceEvent(VoiceEventKind.DAMAGED, voice.name, voice.version, reason=reason,
+                      variant=voice.variant, files=tuple(sorted(problems)))

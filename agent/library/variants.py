@@ -25,6 +25,7 @@ from agent.voice.bundle import BundleError, read_manifest
 
 if TYPE_CHECKING:
     from agent.library.fingerprint import Fingerprint
+    from agent.outcomes import VoiceEvent
     from agent.voice.voice import Voice
 
 __all__ = ["DERIVED_KEY", "UnservedCheck", "VariantChoice", "choose_variant", "unserved_hashes",
@@ -146,7 +147,7 @@ class UnservedCheck:
     """
 
     def __init__(self, is_current: Callable[[str, Voice, Fingerprint], bool],
-                 emit: Callable[[dict[str, Any]], None]) -> None:
+                 emit: Callable[[VoiceEvent], None]) -> None:
         self._is_current = is_current
         self._emit = emit
         self._lock = threading.Lock()

@@ -32,6 +32,7 @@ from agent.library.staging import (
 from agent.library.validation import Validator
 from agent.library.variants import UnservedCheck
 from agent.logs import get_logger
+from agent.outcomes import VoiceEvent
 from agent.settings import Settings
 from agent.voice.bundle import installed_voices, resolve_bundle_dir
 from agent.voice.memory import trim_heap
@@ -45,7 +46,7 @@ __all__ = ["ReloadResult", "VoiceLibrary", "VoiceNotFound"]
 
 log = get_logger(__name__)
 
-EventSink = Callable[[dict[str, Any]], None]
+EventSink = Callable[[VoiceEvent], None]
 
 
 class VoiceNotFound(LookupError):
@@ -295,7 +296,7 @@ class VoiceLibrary:
         self._emit(model_event(result, voice, replaced, variant_reason))
         return result
 
-    def _emit(self, event: dict[str, Any]) -> None:
+    def _emit(self, event: VoiceEvent) -> None:
         if self.on_event is not None:
             try:
                 self.on_event(event)

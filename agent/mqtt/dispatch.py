@@ -24,7 +24,6 @@ from agent.audio.item import parse_priority
 from agent.logs import bind_request, get_logger
 from agent.mqtt.intake import Request
 from agent.mqtt.protocol import (
-    EventName,
     PingCommand,
     PingStatus,
     ReloadCommand,
@@ -33,6 +32,7 @@ from agent.mqtt.protocol import (
     VolumeCommand,
 )
 from agent.mqtt.tracker import OpenRefused, RequestTracker
+from agent.outcomes import Outcome
 from agent.pipeline.jobs import JobQueue, SpeakJob, SpeakRequest
 from agent.text.document import Document, plain
 from agent.text.ssml import SsmlError, looks_like_ssml, parse_ssml
@@ -176,7 +176,7 @@ class Dispatcher:
                     self.handle(request)
                 except Exception as exc:  # answer even when a handler has a bug
                     log.exception("dispatch_error")
-                    self.tracker.answer(request.id, request.name, "failed",
+                    self.tracker.answer(request.id, request.name, Outcome.FAILED,
                                         reason=f"internal error: {type(exc).__name__}",
                                         reply=request.reply, hermes=request.hermes)
             self.steps += 1
@@ -190,28 +190,28 @@ class Dispatcher:
             cleared = 0
             if command.clear_queue:
                 for job in self.jobs.take_all():
-                    cleared += self.tracker.finish(job.request_id, "interrupted",
+                    cleared += self.tracker.finish(job.request_id, Outcome.INTERRUPTED,
                                                    reason="cleared by stop")
             self.controls.stop(flush=command.clear_queue)
-            self._done(request, "done", pending=cleared)
+            self._done(request, Outcome.DONE, pending=cleared)
         elif isinstance(command, VolumeCommand):
             self.controls.set_volume(command.volume)
             if self.on_volume is not None:
                 self.on_volume(command.volume)
-            self._done(request, "done", volume=command.volume)
+            self._done(request, Outcome.DONE, volume=command.volume)
         elif isinstance(command, ReloadCommand):
             try:
                 voices = self.reload(command)
             except ReloadError as exc:
-                self._done(request, "failed", reason=str(exc))
+                self._done(request, Outcome.FAILED, reason=str(exc))
             else:
-                self._done(request, "done", voices=voices)
+                self._done(request, Outcome.DONE, voices=voices)
         elif isinstance(command, PingCommand):
-            self._done(request, "pong", status=self.status())
+            self._done(request, Outcome.PONG, status=self.status())
             if self.on_ping is not None:
                 self.on_ping()
 
-    def _done(self, request: Request, event: EventName, **fields: Any) -> None:
+    def _done(self, request: Request, event: Outcome, **fields: Any) -> None:
         self.tracker.answer(request.id, request.name, event,
                             reply=request.reply, hermes=request.hermes, **fields)
 
@@ -222,18 +222,18 @@ class Dispatcher:
                                   else self.chime_names())
             speak = dataclasses.replace(speak, chime=self._chime(command))
         except (SsmlError, ChimeError) as exc:
-            self._done(request, "rejected", reason=str(exc))
+            self._done(request, Outcome.REJECTED, reason=str(exc))
             return
         refused = self._unsayable(speak, voice)
         if refused is not None:
-            self._done(request, "rejected", reason=refused)
+            self._done(request, Outcome.REJECTED, reason=refused)
             return
         deadline = speak_deadline(command, request)
         if deadline is not None and time.monotonic() >= deadline:
-            self._done(request, "expired", reason="expired before it was accepted")
+            self._done(request, Outcome.EXPIRED, reason="expired before it was accepted")
             return
         if len(self.jobs) >= self.jobs.maxsize:  # only this thread adds jobs: no race
-            self._done(request, "rejected",
+            self._done(request, Outcome.REJECTED,
                        reason=f"busy: {self.jobs.maxsize} speak requests already queued")
             return
         job = SpeakJob(request.id, speak, deadline)
@@ -243,10 +243,11 @@ class Dispatcher:
                                        hermes=request.hermes, subject=job, voice=voice,
                                        priority=command.priority, pending=pending)
         except OpenRefused as exc:
-            self._done(request, "rejected", reason=str(exc))
+            self._done(request, Outcome.REJECTED, reason=str(exc))
             return
         if not opened:
-            self._done(request, "rejected", reason=f"id {request.id!r} is already in progress")
+            self._done(request, Outcome.REJECTED,
+                       reason=f"id {request.id!r} is already in progress")
             return
         self.jobs.put(job)
 

@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from agent.mqtt.topics import TopicError
+from agent.outcomes import Outcome
 
 if TYPE_CHECKING:
     from agent.mqtt.client import InboundMessage, MqttClient
@@ -156,7 +157,7 @@ class FleetView:
         if len(payload) > self.max_message_bytes or b'"pong"' not in payload:
             return False  # not an answer to the probe: the caller's to handle
         data = _json_object(payload)
-        if (data is None or data.get("id") != self._probe_id or data.get("event") != "pong"
+        if (data is None or data.get("id") != self._probe_id or data.get("event") != Outcome.PONG
                 or data.get("device") != device):
             return False
         with self._cond:

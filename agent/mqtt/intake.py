@@ -35,6 +35,7 @@ from agent.mqtt.publisher import ReplyRoute
 from agent.mqtt.refused import RefusedTopicMessage
 from agent.mqtt.topics import HERMES_SAY, CommandRoute, DeviceTopics, Topic, TopicError, TopicFilter
 from agent.mqtt.tracker import RequestTracker
+from agent.outcomes import Outcome
 
 __all__ = ["RETAINED_REASON", "Intake", "Request"]
 
@@ -205,8 +206,9 @@ class Intake:
     def _reject(self, exc: CommandRejected, name: str, reply: ReplyRoute | None,
                 hermes: HermesOrigin | None) -> None:
         """Refuse a message before it was admitted: its id (if any) stays free for a retry."""
-        self.tracker.answer(exc.request_id or new_request_id(), exc.command or name, "rejected",
-                            reason=exc.reason, reply=reply, hermes=hermes, admitted=False)
+        self.tracker.answer(exc.request_id or new_request_id(), exc.command or name,
+                            Outcome.REJECTED, reason=exc.reason, reply=reply, hermes=hermes,
+                            admitted=False)
 
     def _enqueue(self, request: Request) -> None:
         if not self.tracker.admit(request.id, request.name, reply=request.reply,
@@ -223,5 +225,5 @@ class Intake:
             self._answer_rejected(request, f"busy: intake queue full ({self.requests.maxsize})")
 
     def _answer_rejected(self, request: Request, reason: str) -> None:
-        self.tracker.answer(request.id, request.name, "rejected", reason=reason,
+        self.tracker.answer(request.id, request.name, Outcome.REJECTED, reason=reason,
                             reply=request.reply, hermes=request.hermes)

@@ -29,6 +29,7 @@ from pydantic import (
 )
 
 from agent.mqtt.salvage import top_level_strings
+from agent.outcomes import DuplicateOf, EventName, Outcome
 
 __all__ = [
     "COMMANDS",
@@ -73,14 +74,8 @@ Priority = Literal["low", "normal", "high", "urgent"]
 """Served most urgent first; ``urgent`` interrupts what is playing (see agent.audio.item)."""
 
 CommandName = Literal["speak", "stop", "volume", "reload", "ping"]
-EventName = Literal[
-    "accepted", "started", "finished", "failed", "rejected", "expired", "interrupted",
-    "done", "pong", "in_progress", "duplicate", "progress",
-]
-FINAL_EVENTS: Final = frozenset(
-    {"finished", "failed", "rejected", "expired", "interrupted", "done", "pong", "duplicate"}
-)
-"""Events that end a command; each command gets exactly one of them.
+FINAL_EVENTS: Final = frozenset(Outcome)
+"""Events that end a command (:class:`agent.outcomes.Outcome`); each gets exactly one of them.
 
 A repeated id (see :mod:`agent.mqtt.repeats`) is answered with ``in_progress`` (not final: the
 original's final event follows) or with the final ``duplicate``, whose ``outcome`` names how
@@ -313,7 +308,7 @@ class CommandEvent(EventBase):
     event: EventName
     command: str | None = Field(default=None, description="The command name as received.")
     reason: str | None = Field(default=None, description="Why it was rejected/failed/cut.")
-    outcome: Literal["finished", "failed", "expired", "interrupted", "done", "pong"] | None = (
+    outcome: DuplicateOf | None = (
         Field(default=None, description="In a `duplicate`: the final event the original "
               "request ended with (its `reason` is repeated in `reason`)."))
     state: Literal["waiting", "playing"] | None = Field(

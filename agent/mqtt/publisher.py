@@ -2,7 +2,8 @@
 
 One :class:`EventPublisher` per process. Model lifecycle events use it too:
 ``publisher.event(MyEvent(...))`` for anything derived from
-:class:`agent.mqtt.protocol.EventBase`, ``publisher.retained(topic, model)`` for retained
+:class:`agent.mqtt.protocol.EventBase`, ``publisher.model_event(event)`` for the library's
+:class:`agent.outcomes.VoiceEvent`, ``publisher.retained(topic, model)`` for retained
 state, ``publisher.health(report)`` for the health report. Every method may be called from
 any thread and never blocks on the network (messages are queued while the broker is
 unreachable). Without MQTT, :class:`OfflinePublisher` stands in for the client.
@@ -20,12 +21,31 @@ from pydantic import BaseModel
 from agent.logs import get_logger
 from agent.mqtt.client import OutboundMessage, Publication
 from agent.mqtt.limits import fit_report
-from agent.mqtt.protocol import EventBase, Presence, to_payload
+from agent.mqtt.protocol import EventBase, ModelEvent, Presence, new_request_id, to_payload
 from agent.mqtt.topics import DeviceTopics, Topic
+from agent.outcomes import VoiceEvent, VoiceEventKind
 
-__all__ = ["EventPublisher", "OfflinePublisher", "Publisher", "ReplyRoute"]
+__all__ = ["EventPublisher", "OfflinePublisher", "Publisher", "ReplyRoute", "model_event_fields"]
 
 log = get_logger(__name__)
+
+
+def model_event_fields(event: VoiceEvent) -> dict[str, Any]:
+    """``event`` as the wire's fields (``event`` and those of its kind; the same keys as
+    before model events were typed): what :meth:`EventPublisher.model_event` sends."""
+    fields: dict[str, Any] = {"event": event.kind.value, "voice": event.voice,
+                              "version": event.version}
+    if event.kind is VoiceEventKind.LOADED:
+        fields |= {"variant": event.variant, "sha256": dict(event.sha256 or {}),
+                   "load_s": event.load_s, "provider": event.provider,
+                   "previous_version": event.previous_version, "signed_by": event.signed_by}
+        if event.variant_reason is not None:
+            fields["variant_reason"] = event.variant_reason
+    elif event.kind is VoiceEventKind.REJECTED:
+        fields["reason"] = event.reason
+    else:
+        fields |= {"variant": event.variant, "files": list(event.files), "reason": event.reason}
+    return fields
 
 
 class Publisher(Protocol):
@@ -71,6 +91,12 @@ class EventPublisher:
             self.client.publish(OutboundMessage(reply.topic, payload,
                                                 correlation_data=reply.correlation_data))
         log.debug("event_published", id=event.id, event_name=event.event)
+
+    def model_event(self, event: VoiceEvent) -> None:
+        """Publish a model event of the voice library (an unsolicited event with an id of its
+        own) as :class:`agent.mqtt.protocol.ModelEvent`."""
+        self.event(ModelEvent(id=new_request_id(), device=self.device_id,
+                              **model_event_fields(event)))
 
     def presence(self, presence: Presence) -> Publication:
         """Retained presence on ``{prefix}/{device}/status``."""

@@ -22,9 +22,10 @@ from agent.mqtt.journal import Replay, RequestJournal
 from agent.mqtt.journal_records import JournalEntry
 from agent.mqtt.protocol import SpeakCommand
 from agent.mqtt.publisher import ReplyRoute
-from agent.mqtt.repeats import Outcome
+from agent.mqtt.repeats import EndedWith
 from agent.mqtt.topics import Topic
 from agent.mqtt.tracker import OpenRefused, RequestTracker
+from agent.outcomes import Outcome
 from agent.pipeline.jobs import JobQueue, JobsFull, SpeakJob
 
 if TYPE_CHECKING:
@@ -59,8 +60,8 @@ def answer_journalled(journal: RequestJournal, tracker: RequestTracker, jobs: Jo
     entries = journal.load()
     now = time.time()
     for ended in journal.recent_outcomes():
-        tracker.remember_ended(ended.request_id, _SPEAK, Outcome(ended.event, ended.reason),
-                               now - ended.ended_at)
+        outcome = EndedWith(Outcome(ended.event), ended.reason)
+        tracker.remember_ended(ended.request_id, _SPEAK, outcome, now - ended.ended_at)
     for entry in entries:
         reply = entry.reply
         if reply is not None and not reply_allowed(reply.topic):
@@ -76,9 +77,9 @@ def answer_journalled(journal: RequestJournal, tracker: RequestTracker, jobs: Jo
             replayed += 1
             continue
         reason = RESTARTED if not replay else f"{RESTARTED}; {why or 'it could not be queued'}"
-        tracker.answer(entry.request_id, entry.command, "failed", reason=reason, reply=reply,
-                       hermes=entry.hermes)
-        journal.closed(entry.request_id, "failed", reason)
+        tracker.answer(entry.request_id, entry.command, Outcome.FAILED, reason=reason,
+                       reply=reply, hermes=entry.hermes)
+        journal.closed(entry.request_id, Outcome.FAILED, reason)
         failed += 1
     if failed or replayed:
         log.info("journalled_requests_answered", failed=failed, replayed=replayed)
@@ -131,6 +132,6 @@ def _queue_again(entry: JournalEntry, job: SpeakJob, reply: ReplyRoute | None,  
     try:
         jobs.put(job)
     except JobsFull:
-        tracker.finish(entry.request_id, "failed",
+        tracker.finish(entry.request_id, Outcome.FAILED,
                        reason=f"{RESTARTED}; the speak queue is full ({jobs.maxsize})")
     return True

@@ -13,17 +13,16 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from agent.mqtt.protocol import EventName
+from agent.outcomes import Outcome
 
 __all__ = [
     "IN_PROGRESS_REASON",
     "MAX_REPEAT_ROUTES",
     "RECENT_IDS",
     "RECENT_TTL_S",
+    "EndedWith",
     "Key",
-    "Outcome",
     "RecentIds",
-    "uses_up_id",
 ]
 
 RECENT_IDS = 4096
@@ -38,26 +37,18 @@ IN_PROGRESS_REASON = "duplicate of a request in progress; its final event follow
 Key = tuple[str, str]
 """``(command name, request id)``."""
 
-_FREE_IDS = frozenset({"rejected", "expired"})
-"""Final events of a command that was never accepted: they leave its id free."""
-
-
-def uses_up_id(event: EventName) -> bool:
-    """Whether a command that ended with ``event`` (before being opened) used up its id."""
-    return event not in _FREE_IDS
-
-
 @dataclass(frozen=True, slots=True)
-class Outcome:
-    """How a request ended: its final event and the reason it carried."""
+class EndedWith:
+    """How a request ended: its final event and the reason it carried. (A command that
+    ended :data:`agent.outcomes.FREE_ID` was never accepted and is not remembered.)"""
 
-    event: EventName
+    event: Outcome
     reason: str | None = None
 
 
 class RecentIds:
     """Keys seen in the last ``ttl_s`` seconds, at most ``capacity`` of them, each with the
-    :class:`Outcome` remembered for it (if any). Not thread-safe.
+    :class:`EndedWith` remembered for it (if any). Not thread-safe.
 
     A QoS 1 redelivery or a controller's retry comes within seconds or minutes; the time bound
     keeps a controller that reuses a fixed id for a recurring announcement from being ignored,
@@ -67,7 +58,7 @@ class RecentIds:
     def __init__(self, capacity: int = RECENT_IDS, ttl_s: float = RECENT_TTL_S) -> None:
         self.capacity = capacity
         self.ttl_s = ttl_s
-        self._keys: OrderedDict[Key, tuple[float, Outcome | None]] = OrderedDict()
+        self._keys: OrderedDict[Key, tuple[float, EndedWith | None]] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -79,7 +70,7 @@ class RecentIds:
                 return
             self._keys.popitem(last=False)
 
-    def remember(self, key: Key, outcome: Outcome | None = None,
+    def remember(self, key: Key, outcome: EndedWith | None = None,
                  now: float | None = None) -> None:
         """Remember ``key`` (with ``outcome``) from ``now`` on, replacing what was known of it."""
         now = time.monotonic() if now is None else now
@@ -87,7 +78,7 @@ class RecentIds:
         self._prune(now, room=1)
         self._keys[key] = (now, outcome)
 
-    def recall(self, key: Key, now: float | None = None) -> tuple[bool, Outcome | None]:
+    def recall(self, key: Key, now: float | None = None) -> tuple[bool, EndedWith | None]:
         """Whether ``key`` is remembered within the window, and its outcome."""
         self._prune(time.monotonic() if now is None else now)
         if key not in self._keys:

@@ -19,16 +19,10 @@ from typing import Any, Protocol
 from agent.logs import get_logger
 from agent.mqtt.client import OutboundMessage
 from agent.mqtt.hermes import HermesOrigin
-from agent.mqtt.protocol import FINAL_EVENTS, CommandEvent, EventName, to_payload
+from agent.mqtt.protocol import CommandEvent, to_payload
 from agent.mqtt.publisher import EventPublisher, ReplyRoute
-from agent.mqtt.repeats import (
-    IN_PROGRESS_REASON,
-    MAX_REPEAT_ROUTES,
-    Key,
-    Outcome,
-    RecentIds,
-    uses_up_id,
-)
+from agent.mqtt.repeats import IN_PROGRESS_REASON, MAX_REPEAT_ROUTES, EndedWith, Key, RecentIds
+from agent.outcomes import FREE_ID, HERMES_NORMAL, SPEAK_OUTCOMES, EventName, Outcome, Progress
 
 __all__ = ["OpenRefused", "RequestObserver", "RequestRecorder", "RequestTracker"]
 
@@ -36,8 +30,6 @@ log = get_logger(__name__)
 
 _STICKY_FIELDS = ("voice", "version", "priority", "synthesis_ms", "replayed")
 """Fields remembered from earlier events of a request and repeated in its final event."""
-_RECORDED = frozenset({"finished", "failed", "rejected", "expired", "interrupted"})
-"""Final events that count as a request outcome for the recorder."""
 _SPEAK = "speak"
 
 
@@ -69,7 +61,7 @@ class RequestObserver(Protocol):
         takes the request up, before the player has it)."""
         ...
 
-    def closed(self, request_id: str, event: EventName, reason: str | None = None) -> None:
+    def closed(self, request_id: str, event: Outcome, reason: str | None = None) -> None:
         """Before the request's final event (``event``, with ``reason``)."""
         ...
 
@@ -94,8 +86,9 @@ class RequestTracker:
     """Open speak requests and the events that move them along. See the module docstring.
 
     ``recorder`` counts ended speak requests (see the module docstring); ``clock`` is the
-    monotonic clock their timings are taken with. It is the synthesis worker's
-    :class:`agent.pipeline.worker.Reporter` (structurally: ``is_open``, ``note``, ``finish``).
+    monotonic clock their timings are taken with. It is the :class:`agent.outcomes.Reporter`
+    of both the synthesis worker and the player (structurally: ``is_open``, ``note``,
+    ``progress``, ``finish``).
     """
 
     def __init__(self, publisher: EventPublisher, *, recorder: RequestRecorder | None = None,
@@ -131,7 +124,7 @@ class RequestTracker:
                           repeats=self._waiting.pop((command, request_id), []))
             entry.last_event_at = entry.opened_at
             self._open[request_id] = entry
-            self._publish(request_id, entry, "accepted", fields)
+            self._publish(request_id, entry, Progress.ACCEPTED, fields)
             return True
 
     def is_open(self, request_id: str) -> bool:
@@ -161,16 +154,16 @@ class RequestTracker:
                 if self.observer is not None:
                     self.observer.noted(request_id)
 
-    def progress(self, request_id: str, event: EventName, **fields: Any) -> bool:
-        """Publish a non-final event for an open request; False if it is no longer open."""
-        if event in FINAL_EVENTS:
-            raise ValueError(f"{event} is a final event; use finish()")
+    def progress(self, request_id: str, event: Progress, **fields: Any) -> bool:
+        """Publish a non-final event for an open request; False if it is no longer open.
+        Raises ValueError for a word that is not a :class:`~agent.outcomes.Progress`."""
+        event = _progress(event)
         with self._lock:
             entry = self._open.get(request_id)
             if entry is None:
                 return False
             entry.last_event_at = self._clock()
-            if event == "started" and entry.first_audio_at is None:
+            if event is Progress.STARTED and entry.first_audio_at is None:
                 entry.first_audio_at = entry.last_event_at
             self._publish(request_id, entry, event, fields)
             return True
@@ -188,32 +181,33 @@ class RequestTracker:
             for request_id, entry in due:
                 entry.last_event_at = now
                 state = "waiting" if entry.first_audio_at is None else "playing"
-                self._publish(request_id, entry, "progress", {"state": state})
+                self._publish(request_id, entry, Progress.PROGRESS, {"state": state})
             return len(due)
 
-    def finish(self, request_id: str, event: EventName, **fields: Any) -> bool:
-        """Publish the final event of an open request; False (and nothing sent) if already final."""
-        if event not in FINAL_EVENTS:
-            raise ValueError(f"{event} is not a final event")
+    def finish(self, request_id: str, event: Outcome, **fields: Any) -> bool:
+        """Publish the final event of an open request; False (and nothing sent) if already
+        final. Raises ValueError for a word that is not an :class:`~agent.outcomes.Outcome`."""
+        event = _final(event)
         with self._lock:
             entry = self._open.pop(request_id, None)
             if entry is None:
                 log.debug("late_final_ignored", id=request_id, event_name=event)
                 return False
-            if event == "finished":
+            if event is Outcome.FINISHED:
                 self.served += 1
             else:
                 self.failed += 1
             if self.observer is not None:
                 self.observer.closed(request_id, event, fields.get("reason"))
-            self._ended.remember((entry.command, request_id), Outcome(event, fields.get("reason")))
+            self._ended.remember((entry.command, request_id),
+                                 EndedWith(event, fields.get("reason")))
             self._record(entry, event, fields)
             self._publish(request_id, entry, event, fields)
             if not self._open:
                 self._idle.notify_all()
             return True
 
-    def answer(self, request_id: str, command: str | None, event: EventName, *,
+    def answer(self, request_id: str, command: str | None, event: Outcome, *,
                reply: ReplyRoute | None = None, hermes: HermesOrigin | None = None,
                admitted: bool = True, **fields: Any) -> None:
         """Answer a command that is not tracked (control commands, rejections) at once.
@@ -222,19 +216,18 @@ class RequestTracker:
         its id unless ``event`` is ``rejected`` or ``expired``). False for a message refused
         before it was admitted (unreadable, invalid): it changes nothing that is remembered.
         """
-        if event not in FINAL_EVENTS:
-            raise ValueError(f"{event} is not a final event")
+        event = _final(event)
         entry = _Open(command or "", reply, hermes)
         with self._lock:
             if admitted:
                 key = (entry.command, request_id)
                 entry.repeats = self._waiting.pop(key, [])
-                if uses_up_id(event):
-                    self._ended.remember(key, Outcome(event, fields.get("reason")))
+                if event not in FREE_ID:
+                    self._ended.remember(key, EndedWith(event, fields.get("reason")))
             self._record(entry, event, {}, timed=False)
             self._publish(request_id, entry, event, fields)
 
-    def remember_ended(self, request_id: str, command: str, outcome: Outcome,
+    def remember_ended(self, request_id: str, command: str, outcome: EndedWith,
                        age_s: float) -> None:
         """Remember a request that ended ``age_s`` seconds ago (before a restart, from the
         journal) as used up, so a repeat is answered ``duplicate`` with ``outcome``. Called
@@ -255,23 +248,23 @@ class RequestTracker:
             if routes is not None:
                 if reply is not None and len(routes) < MAX_REPEAT_ROUTES:
                     routes.append(reply)
-                self._publish(request_id, _Open(command, None, None), "in_progress",
+                self._publish(request_id, _Open(command, None, None), Progress.IN_PROGRESS,
                               {"reason": IN_PROGRESS_REASON})
                 return False
             known, outcome = self._ended.recall(key)
             if known and outcome is not None:
-                self._publish(request_id, _Open(command, reply, hermes), "duplicate",
+                self._publish(request_id, _Open(command, reply, hermes), Outcome.DUPLICATE,
                               {"outcome": outcome.event, "reason": outcome.reason})
                 return False
             self._waiting[key] = []
             return True
 
-    def _record(self, entry: _Open, event: EventName, fields: dict[str, Any], *,
+    def _record(self, entry: _Open, event: Outcome, fields: dict[str, Any], *,
                 timed: bool = True) -> None:
         """Count an ended speak request with the recorder, before its final event leaves
         (so whoever sees the event finds it counted). Caller holds the lock; the recorder
         only takes a lock of its own."""
-        if self.recorder is None or entry.command != _SPEAK or event not in _RECORDED:
+        if self.recorder is None or entry.command != _SPEAK or event not in SPEAK_OUTCOMES:
             return
         synthesis_s = audio_s = first_audio_s = None
         if timed:
@@ -298,9 +291,25 @@ class RequestTracker:
                 self.publisher.raw(OutboundMessage(route.topic, to_payload(message),
                                                    correlation_data=route.correlation_data))
         if entry.hermes is not None and message.final:
-            if (message.outcome or event) not in {"finished", "interrupted"}:
+            if (message.outcome or event) not in HERMES_NORMAL:
                 self.publisher.raw(entry.hermes.error(message.reason or event))
             self.publisher.raw(entry.hermes.finished())
-        level = "info" if message.final or event in ("accepted", "in_progress") else "debug"
+        level = ("info" if message.final or event in (Progress.ACCEPTED, Progress.IN_PROGRESS)
+                 else "debug")
         getattr(log, level)("request_event", id=request_id, event_name=event,
                             command=entry.command, reason=message.reason)
+
+
+def _final(event: str) -> Outcome:
+    """``event`` as a final event; ValueError when it is none (only the enum's words leave)."""
+    try:
+        return Outcome(event)
+    except ValueError:
+        raise ValueError(f"{event} is not a final event") from None
+
+
+def _progress(event: str) -> Progress:
+    """``event`` as a progress event; ValueError for a final event or an unknown word."""
+    if event in frozenset(Outcome):
+        raise ValueError(f"{event} is a final event; use finish()")
+    return Progress(event)

@@ -20,9 +20,10 @@ than real time (or when ``audio.buffering`` says so), each sentence is handed to
 whole, never in decoder windows, so speech starts later but is never cut inside a sentence.
 
 The final event of a job comes from the player (finished / interrupted / expired / failed),
-or from the worker through its :class:`Reporter` when the job never reached the player
-(expired before synthesis, unknown voice, unspeakable text, player closed). The reporter is
-the transport's business: the daemon passes its :class:`agent.mqtt.tracker.RequestTracker`,
+or from the worker when the job never reached the player (expired before synthesis, unknown
+voice, unspeakable text, player closed). Both report through the one
+:class:`agent.outcomes.Reporter` (re-exported here as :class:`Reporter`), the transport's
+business: the daemon passes its :class:`agent.mqtt.tracker.RequestTracker` to both,
 ``tts-agent say`` a small collector of its own.
 """
 
@@ -32,11 +33,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Protocol
 
 from agent.audio.format import AudioChunk
 from agent.audio.item import PlayItem
 from agent.logs import bind_request, get_logger
+from agent.outcomes import Outcome, Reporter, WorkerOutcome
 from agent.pipeline.buffering import Buffering, BufferingSetting, SentenceGather, choose_buffering
 from agent.pipeline.jobs import JobQueue, SpeakJob
 from agent.pipeline.phrase_cache import PhraseCache
@@ -55,10 +57,6 @@ again (a more urgent job may have come, or a waiting one expired)."""
 _IDLE_WAIT_S = 0.5
 """How long an idle worker with nothing queued waits for a job before checking for stop."""
 
-WorkerOutcome = Literal["failed", "expired"]
-"""The final events the worker itself gives a job (every other one comes from the player)."""
-
-
 class Player(Protocol):
     """What the worker needs from :class:`agent.audio.player.AudioPlayer`."""
 
@@ -66,22 +64,6 @@ class Player(Protocol):
 
     def has_room(self, priority: int, timeout: float = 0.0) -> bool:
         """Whether ``submit`` would take an item of ``priority``, waiting up to ``timeout``."""
-        ...
-
-
-class Reporter(Protocol):
-    """Where the worker reports on a job (synthesis thread); see the module docstring."""
-
-    def is_open(self, request_id: str) -> bool:
-        """False once the request has had its final event (e.g. cleared by a stop)."""
-        ...
-
-    def note(self, request_id: str, **fields: object) -> None:
-        """Facts for the request's later events: ``voice``, ``version``, ``synthesis_ms``."""
-        ...
-
-    def finish(self, request_id: str, event: WorkerOutcome, *, reason: str) -> bool:
-        """The final event of a job that ends before the player has it."""
         ...
 
 
@@ -176,7 +158,7 @@ class SynthesisWorker:
             except Exception:  # a bug must not kill the worker; the request still gets an answer
                 log.exception("synthesis_worker_error")
                 if job is not None:
-                    self.reporter.finish(job.request_id, "failed", reason="internal error")
+                    self.reporter.finish(job.request_id, Outcome.FAILED, reason="internal error")
                 elif top is not None:
                     self._drop(top, "internal error")
             finally:
@@ -192,7 +174,7 @@ class SynthesisWorker:
         while they waited are answered ``expired`` first. Waits a little when idle."""
         for stale in self.jobs.take_expired(time.monotonic()):
             with bind_request(stale.request_id):
-                self.reporter.finish(stale.request_id, "expired",
+                self.reporter.finish(stale.request_id, Outcome.EXPIRED,
                                      reason="expired before synthesis started")
         floor = None if top is None else top.job.priority
         head = self.jobs.head()
@@ -209,14 +191,14 @@ class SynthesisWorker:
             if not self.reporter.is_open(job.request_id):
                 return  # cleared by a stop while queued
             if job.expired(time.monotonic()):
-                self.reporter.finish(job.request_id, "expired",
+                self.reporter.finish(job.request_id, Outcome.EXPIRED,
                                     reason="expired before synthesis started")
                 return
             try:
                 rendered = render(request_document(request), self.voices, request,
                                   cache=self.phrase_cache, chimes=self.chimes)
             except Exception as exc:  # VoiceNotFound, VoiceLoadError, TextError, ChimeError
-                self.reporter.finish(job.request_id, "failed", reason=str(exc))
+                self.reporter.finish(job.request_id, Outcome.FAILED, reason=str(exc))
                 return
             voice, chunks = rendered.voice, rendered.chunks
             self.reporter.note(job.request_id, voice=voice.name, version=voice.version)
@@ -229,7 +211,7 @@ class SynthesisWorker:
             try:
                 self.player.submit(item)
             except Exception as exc:  # the player is closing (it had room: see _next_job)
-                self.reporter.finish(job.request_id, "failed", reason=str(exc))
+                self.reporter.finish(job.request_id, Outcome.FAILED, reason=str(exc))
                 return
             whole = self.note_voice(voice).mode == "sentence"
             self._stack.append(_Active(job, item, iter(chunks),

@@ -42,6 +42,7 @@ from wyoming.tts import (
 )
 
 from agent.logs import get_logger
+from agent.outcomes import Outcome, WyomingOutcome
 from agent.wyoming.speech import (
     Refused,
     SentenceBuffer,
@@ -98,7 +99,7 @@ class _Stream:
         self.started_audio = False
         self.spoken = 0
         self.failed: str | None = None
-        self.outcome = "rejected"
+        self.outcome: WyomingOutcome = Outcome.REJECTED
         """How the stream ends when it ``failed``: ``rejected`` (its text) or ``failed``."""
 
 
@@ -127,7 +128,7 @@ class Connection:
         finally:
             stream, self.stream = self.stream, None
             if stream is not None:  # refused, failed, or cut by the client or a stop
-                self.server.record(stream.outcome if stream.failed else "interrupted",
+                self.server.record(stream.outcome if stream.failed else Outcome.INTERRUPTED,
                                    stream.request, stream.failed)
             self.writer.close()
 
@@ -199,20 +200,20 @@ class Connection:
             choice = await self._choose(data)
             await self.speak(choice, text, request, start=True, ssml=ssml)
         except Refused as exc:
-            self.server.record("rejected", request, exc.reason)
+            self.server.record(Outcome.REJECTED, request, exc.reason)
             await self.refuse(exc.code, exc.reason)
             return
         except Gone:
-            self.server.record("interrupted", request)
+            self.server.record(Outcome.INTERRUPTED, request)
             raise
         except Exception as exc:  # a synthesis failure is the client's error event, not a crash
             log.exception("wyoming_synthesis_failed", peer=self.peer)
-            self.server.record("failed", request, f"synthesis failed: {exc}")
+            self.server.record(Outcome.FAILED, request, f"synthesis failed: {exc}")
             await self.refuse("synthesis-failed", f"synthesis failed: {exc}"[:300])
             return
         # Counted before the last event goes out: a client that has read audio-stop finds the
         # request in the health report.
-        self.server.record("finished", request)
+        self.server.record(Outcome.FINISHED, request)
         await self.send(AudioStop(timestamp=request.frames * 1000 // choice.voice.sample_rate)
                         .event())
 
@@ -299,7 +300,7 @@ class Connection:
             raise
         except Exception as exc:  # the stream ends with the client's error event, not a crash
             log.exception("wyoming_synthesis_failed", peer=self.peer)
-            stream.failed, stream.outcome = f"synthesis failed: {exc}"[:300], "failed"
+            stream.failed, stream.outcome = f"synthesis failed: {exc}"[:300], Outcome.FAILED
             await self.refuse("synthesis-failed", stream.failed)
             return
         stream.started_audio = True
@@ -315,9 +316,9 @@ class Connection:
                 await self._speak_sentence(stream, sentence)
         self.stream = None
         if not stream.spoken:
-            self.server.record("rejected", stream.request, "nothing to speak")
+            self.server.record(Outcome.REJECTED, stream.request, "nothing to speak")
             await self.refuse("empty-text", "nothing to speak")
-        self.server.record("finished", stream.request)  # before the client hears the end
+        self.server.record(Outcome.FINISHED, stream.request)  # before the client hears the end
         if stream.started_audio and stream.choice is not None:
             rate = stream.choice.voice.sample_rate
             await self.send(AudioStop(timestamp=stream.request.frames * 1000 // rate).event())

@@ -27,6 +27,7 @@ from wyoming.error import Error
 from wyoming.event import async_write_event
 
 from agent.logs import get_logger
+from agent.outcomes import WYOMING_OUTCOMES, Outcome, WyomingOutcome
 from agent.settings.wyoming import parse_uri
 from agent.wyoming.announce import Announcer
 from agent.wyoming.connection import Connection
@@ -82,8 +83,9 @@ class WyomingServer:
         self._lock = threading.Lock()
         self.listening = False
         self.bind_error: str | None = None
-        self.counts = {"connections": 0, "refused_clients": 0, "requests": 0,
-                       "finished": 0, "failed": 0, "rejected": 0, "interrupted": 0}
+        self.counts: dict[str, int] = {"connections": 0, "refused_clients": 0, "requests": 0,
+                                       **dict.fromkeys(WYOMING_OUTCOMES, 0)}
+        """Connections, requests and the requests by outcome (the enum's values as keys)."""
         self.last_error: str | None = None
         self.announcer = (Announcer(device_id, self.host, self.port)
                           if settings.zeroconf and self.scheme == "tcp" else None)
@@ -230,7 +232,8 @@ class WyomingServer:
         with self._lock:
             self.last_error = reason[:_MAX_ERROR_CHARS]
 
-    def record(self, outcome: str, request: _Request, reason: str | None = None) -> None:
+    def record(self, outcome: WyomingOutcome, request: _Request,
+               reason: str | None = None) -> None:
         """One request ended (loop thread): counted here and in the health report's
         request window."""
         with self._lock:
@@ -243,7 +246,7 @@ class WyomingServer:
                  first_audio_ms=None if request.first_audio_s is None
                  else round(request.first_audio_s * 1000, 1))
         if self.on_outcome is not None:
-            played = outcome == "finished"
+            played = outcome is Outcome.FINISHED
             self.on_outcome(outcome, synthesis_s=request.synthesis_s if played else None,
                             audio_s=request.audio_s if played else None,
                             first_audio_s=request.first_audio_s if played else None)
@@ -260,7 +263,8 @@ class WyomingServer:
                 "max_syntheses": self.settings.max_syntheses,
                 "connections": counts["connections"],
                 "refused_clients": counts["refused_clients"], "requests": counts["requests"],
-                "finished": counts["finished"], "failed": counts["failed"],
-                "rejected": counts["rejected"], "interrupted": counts["interrupted"],
+                "finished": counts[Outcome.FINISHED], "failed": counts[Outcome.FAILED],
+                "rejected": counts[Outcome.REJECTED],
+                "interrupted": counts[Outcome.INTERRUPTED],
                 "last_error": last_error, "zeroconf": self.zeroconf,
                 "state": "degraded" if problem else "ok", "reason": problem}

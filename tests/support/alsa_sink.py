@@ -15,8 +15,9 @@ their order. PCMs defined there:
 * a ``type plug`` PCM in front of a file PCM fixed at a given rate and channel
   count (ALSA converts).
 
-:class:`Events` is an ``on_event`` receiver that only hands events on, as the
-player's contract asks, and lets the test wait for a given event.
+:class:`Events` is the player's reporter (:class:`agent.outcomes.Reporter`): it only hands
+each event on as a :class:`PlaybackEvent`, as the player's contract asks, and lets the test
+wait for a given event.
 """
 
 from __future__ import annotations
@@ -192,14 +193,26 @@ class FifoSink:
 
 
 class Events:
-    """``on_event`` receiver: hands events on to the test through a queue."""
+    """The player's reporter: hands events on to the test through a queue."""
 
     def __init__(self) -> None:
         self._queue: queue.Queue[PlaybackEvent] = queue.Queue()
         self.seen: list[PlaybackEvent] = []
 
-    def __call__(self, event: PlaybackEvent) -> None:  # player thread: hand on only
-        self._queue.put(event)
+    def is_open(self, request_id: str) -> bool:
+        return True
+
+    def note(self, request_id: str, **fields: object) -> None:
+        return None
+
+    def progress(self, request_id: str, event: Any, **fields: object) -> bool:
+        self._queue.put(PlaybackEvent(event, request_id))  # player thread: hand on only
+        return True
+
+    def finish(self, request_id: str, event: Any, *, reason: str | None = None,
+               audio_s: float | None = None) -> bool:
+        self._queue.put(PlaybackEvent(event, request_id, reason, audio_s or 0.0))
+        return True
 
     def wait_for(self, kind: str, request_id: str) -> PlaybackEvent:
         """The first ``kind`` event of ``request_id`` (earlier events stay in :attr:`seen`)."""

@@ -8,20 +8,23 @@ from collections.abc import Callable
 from typing import Any
 
 from agent.mqtt.client import OutboundMessage, Publication
+from agent.mqtt.publisher import model_event_fields
+from agent.outcomes import VoiceEvent
 
 __all__ = ["ModelEvents", "Sent"]
 
 
 class ModelEvents:
-    """Collects the library's model events (``on_event``; called on the watcher thread)."""
+    """Collects the library's model events (``on_event``; called on the watcher thread) as
+    their wire fields (``event``, ``voice``...: what the publisher sends)."""
 
     def __init__(self) -> None:
         self.items: list[dict[str, Any]] = []
         self.cond = threading.Condition()
 
-    def __call__(self, event: dict[str, Any]) -> None:
+    def __call__(self, event: VoiceEvent) -> None:
         with self.cond:
-            self.items.append(event)
+            self.items.append(model_event_fields(event))
             self.cond.notify_all()
 
     def kinds(self) -> list[str]:

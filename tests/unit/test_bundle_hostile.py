@@ -19,6 +19,7 @@ import pytest
 
 from agent.library.fingerprint import fingerprint, same_files, sizes_pending
 from agent.library.voices import VoiceLibrary
+from agent.mqtt.publisher import model_event_fields
 from agent.settings import Settings
 from agent.voice.bundle import (
     BundleError,
@@ -124,7 +125,8 @@ def test_the_running_library_is_not_stalled_by_a_fifo(tiny_voice_dir: Path) -> N
     and the old voice keeps serving; a later valid update loads (the reload lock is free)."""
     events: list[dict[str, Any]] = []
     settings = Settings(models={"dir": tiny_voice_dir.parent, "default_voice": VOICE})
-    library = VoiceLibrary(settings, on_event=events.append, settle_s=0)
+    library = VoiceLibrary(settings, on_event=lambda e: events.append(model_event_fields(e)),
+                           settle_s=0)
     before = library.get()
     (tiny_voice_dir / MODEL).rename(tiny_voice_dir.parent / "saved.onnx")
     os.mkfifo(tiny_voice_dir / MODEL)
@@ -186,7 +188,8 @@ def test_the_library_refuses_a_current_that_leaves_the_voice(tiny_voice_dir: Pat
     (voice_dir / "current").symlink_to("1.0.0")
     events: list[dict[str, Any]] = []
     settings = Settings(models={"dir": voice_dir.parent, "default_voice": VOICE})
-    library = VoiceLibrary(settings, on_event=events.append, settle_s=0)
+    library = VoiceLibrary(settings, on_event=lambda e: events.append(model_event_fields(e)),
+                           settle_s=0)
     before = library.get()
     make_tiny_voice.build_bundle(tmp_path, version="6.6.6", gain=0.3, bundle=tmp_path / "evil")
     (voice_dir / ".tmp-link").symlink_to(tmp_path / "evil")
@@ -319,7 +322,8 @@ def test_an_oversize_voice_is_rejected_and_the_old_one_keeps_serving(tiny_voice_
     events: list[dict[str, Any]] = []
     settings = Settings(models={"dir": tiny_voice_dir.parent, "default_voice": VOICE,
                                 "max_model_bytes": 1 << 20})
-    library = VoiceLibrary(settings, on_event=events.append, settle_s=0)
+    library = VoiceLibrary(settings, on_event=lambda e: events.append(model_event_fields(e)),
+                           settle_s=0)
     before = library.get()
     oversize(tiny_voice_dir, 2 << 30)  # above the setting, below the default
     library.reload(VOICE)

@@ -520,9 +520,10 @@ def test_the_real_player_with_a_missing_device_degrades_the_report(
     settings: Settings, tmp_path: Path,
 ) -> None:
     from agent.audio.player import AudioPlayer
+    from tests.support.alsa_sink import Events  # the player's reporter
 
     player = AudioPlayer(settings.audio.model_copy(update={"device": "no_such_pcm_device"}),
-                         lambda event: None)
+                         Events())
     probe = SystemProbe(tmp_path, sysroot=fake_sysroot(tmp_path / "root"))
     health = Health(settings, probe=probe)
     health.add_provider("audio", player.stats)

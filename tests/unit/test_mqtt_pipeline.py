@@ -24,7 +24,7 @@ from agent.mqtt.hermes import HermesOrigin
 from agent.mqtt.intake import Intake, Request
 from agent.mqtt.protocol import SpeakCommand, StopCommand
 from agent.mqtt.publisher import EventPublisher, ReplyRoute
-from agent.mqtt.repeats import IN_PROGRESS_REASON, Outcome, RecentIds
+from agent.mqtt.repeats import IN_PROGRESS_REASON, EndedWith, RecentIds
 from agent.mqtt.topics import HERMES_ERROR, HERMES_SAY, HERMES_SAY_FINISHED, Namespace, Topic
 from agent.mqtt.tracker import RequestTracker
 from agent.pipeline.jobs import JobQueue, JobsFull, SpeakJob, SpeakRequest
@@ -232,12 +232,12 @@ def test_retained_commands_are_refused_and_deletions_ignored(tracker: RequestTra
 
 def test_outcomes_are_remembered_in_a_bounded_window() -> None:
     recent = RecentIds(capacity=2, ttl_s=10)
-    recent.remember(("c", "a"), Outcome("finished"), now=0.0)
-    recent.remember(("c", "b"), Outcome("failed", "x"), now=1.0)
-    assert recent.recall(("c", "a"), now=5.0) == (True, Outcome("finished"))
-    recent.remember(("c", "c"), Outcome("done"), now=2.0)
+    recent.remember(("c", "a"), EndedWith("finished"), now=0.0)
+    recent.remember(("c", "b"), EndedWith("failed", "x"), now=1.0)
+    assert recent.recall(("c", "a"), now=5.0) == (True, EndedWith("finished"))
+    recent.remember(("c", "c"), EndedWith("done"), now=2.0)
     assert recent.recall(("c", "a"), now=5.0) == (False, None) and len(recent) == 2
-    assert recent.recall(("c", "b"), now=11.0) == (True, Outcome("failed", "x"))
+    assert recent.recall(("c", "b"), now=11.0) == (True, EndedWith("failed", "x"))
     assert recent.recall(("c", "b"), now=11.5) == (False, None)
 
 

@@ -19,6 +19,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from pydantic import ValidationError
 
 from agent.library.voices import VoiceLibrary
+from agent.mqtt.publisher import model_event_fields
 from agent.settings import Settings
 from agent.voice.bundle import MANIFEST_NAME, read_bundle, write_manifest
 from agent.voice.signature import (
@@ -52,7 +53,8 @@ def sign(bundle: Path, pair: tuple[Path, Path, str]) -> None:
 def library(models: Path, events: list[dict[str, Any]], **models_settings: Any) -> VoiceLibrary:
     settings = Settings(models={"dir": models, "default_voice": VOICE, "watch": False,
                                 **models_settings})
-    return VoiceLibrary(settings, on_event=events.append, settle_s=0.0)
+    return VoiceLibrary(settings, on_event=lambda e: events.append(model_event_fields(e)),
+                        settle_s=0.0)
 
 
 # -- keys -----------------------------------------------------------------------------------
