@@ -1,30 +1,10 @@
-"""The synthesis worker: the thread that turns queued speak jobs into play items.
+"""The synthesis worker: the thread (``synthesis``) that turns queued speak jobs into play items.
 
-The worker (thread ``synthesis``) takes the most urgent job from the
-:class:`~agent.pipeline.jobs.JobQueue`, submits a :class:`agent.audio.item.PlayItem` to the
-player, and fills it sentence by sentence from :meth:`agent.voice.voice.Voice.synthesize`.
-Between sentences, and while the item's audio buffer is full, it looks at the queue: a job of
-*strictly higher* priority is started at once and the current one is resumed afterwards, so an
-urgent message never waits behind a long text (the player then lets it interrupt what is
-playing). A job whose item is over (interrupted, expired, failed) is dropped as soon as the
-player says so.
-
-Backpressure: the worker takes a job from the queue only once the player has room for it
-(:meth:`Player.has_room`); until then the job stays queued, where a more urgent one still goes
-first, a ``stop`` can clear it and a job whose deadline passes is answered ``expired``. So a
-full play queue never fails a request: it holds the worker back, the job queue fills, and the
-job queue's bound refuses new requests (``busy``, before ``accepted``).
-
-Buffering (:mod:`agent.pipeline.buffering`): on a board where the voice synthesizes slower
-than real time (or when ``audio.buffering`` says so), each sentence is handed to the player
-whole, never in decoder windows, so speech starts later but is never cut inside a sentence.
-
-The final event of a job comes from the player (finished / interrupted / expired / failed),
-or from the worker when the job never reached the player (expired before synthesis, unknown
-voice, unspeakable text, player closed). Both report through the one
-:class:`agent.outcomes.Reporter` (re-exported here as :class:`Reporter`), the transport's
-business: the daemon passes its :class:`agent.mqtt.tracker.RequestTracker` to both,
-``tts-agent say`` a small collector of its own.
+It takes the most urgent job the player has room for, submits its play item and fills it
+sentence by sentence; a strictly more urgent job preempts between sentences. The job's final
+outcome comes from the player, or from the worker when the job never reached it; both report
+through the one :class:`agent.outcomes.Reporter`. Priorities, backpressure and buffering:
+docs/internals.md#the-synthesis-worker.
 """
 
 from __future__ import annotations

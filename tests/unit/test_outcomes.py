@@ -169,7 +169,7 @@ def test_a_plain_word_is_published_as_the_same_word(word: str) -> None:
 def test_the_player_reports_to_the_tracker_exactly_once() -> None:
     t, sent = tracker()
     reporter: PipelineReporter = t  # the tracker is the pipeline's Reporter, for both parts
-    events = PlayerEvents(reporter, PlayerBook())
+    events = PlayerEvents(reporter, PlayerBook("default"))
     t.open("r1", "speak")
     item = PlayItem("r1")
     events.deliver(PlaybackEvent(Progress.STARTED, "r1"))
@@ -184,7 +184,7 @@ def test_the_player_reports_to_the_tracker_exactly_once() -> None:
 
 def test_a_worker_final_wins_over_the_players_later_one() -> None:
     t, sent = tracker()
-    events = PlayerEvents(t, PlayerBook())
+    events = PlayerEvents(t, PlayerBook("default"))
     t.open("r1", "speak")
     assert t.finish("r1", Outcome.FAILED, reason="voice gone")  # the worker's answer
     events.finish(PlayItem("r1"), Outcome.INTERRUPTED, "player closed")  # ignored by the tracker
@@ -209,7 +209,7 @@ def test_a_failing_reporter_never_stops_the_player() -> None:
                    audio_s: float | None = None) -> bool:
             raise RuntimeError("boom")
 
-    book = PlayerBook()
+    book = PlayerBook("default")
     events = PlayerEvents(Broken(), book)
     events.deliver(PlaybackEvent(Progress.STARTED, "r1"))
     events.finish(PlayItem("r1"), Outcome.EXPIRED, "deadline passed before playback")
