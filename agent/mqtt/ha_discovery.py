@@ -8,8 +8,8 @@ device), the ``o`` block (the origin: this agent) and ``cmps``, one entry per en
 - ``speak`` (``notify``): Home Assistant publishes the message as it is on
   ``{prefix}/{device}/ha/notify``; the agent speaks plain text with ``mqtt.ha_priority`` and
   the default voice, and reads a message that is a JSON object as a ``speak`` command (its own
-  ``priority``, ``voice``, ``id``, ...). Either way it is a speak request like any other: its
-  events come on the device's events topic.
+  ``priority``, ``voice``, ``id``, ...); a JSON array is refused. Either way it is a speak
+  request like any other: its events come on the device's events topic.
 - ``volume`` (``number``, percent): the ``volume`` command; its state from the health report.
 - ``stop`` and ``stop_all`` (``button``): the ``stop`` command, the second with
   ``clear_queue``.
@@ -28,9 +28,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from agent import jsonbound
 from agent.mqtt.client import InboundMessage
 from agent.mqtt.intake import RETAINED_REASON, Request
-from agent.mqtt.protocol import CommandRejected, parse_command
+from agent.mqtt.protocol import CommandRejected, describe_json_error, parse_command
 from agent.mqtt.topics import DeviceTopics
 
 __all__ = ["MAX_CONFIG_BYTES", "ORIGIN", "DiscoveryInfo", "discovery_payload",
@@ -131,13 +132,28 @@ def discovery_payload(info: DiscoveryInfo, topics: DeviceTopics) -> bytes:
     return payload
 
 
+def _refuse_array(payload: bytes, max_bytes: int) -> None:
+    """Raise :class:`CommandRejected` for a payload that is JSON nested too deeply or a JSON
+    array (bounded: :mod:`agent.jsonbound`); return for text that only starts with ``[``."""
+    try:
+        jsonbound.loads(payload, max_bytes=max_bytes)
+    except jsonbound.TooDeep as exc:
+        raise CommandRejected(describe_json_error(str(exc)), command="speak") from None
+    except jsonbound.JsonError:
+        return  # not JSON: plain text
+    raise CommandRejected("a JSON array is not a notify message: send plain text, or a JSON "
+                          "object (a speak command)", command="speak")
+
+
 def notify_request(message: InboundMessage, *, priority: str, max_payload_bytes: int,
                    max_text_chars: int) -> Request:
     """A speak request from a message on the notify topic; raises :class:`CommandRejected`.
 
     Plain text is spoken with ``priority``; a payload that starts with ``{`` is read as a
-    ``speak`` command. Retained messages are refused like retained commands, and so is a
-    payload over ``max_payload_bytes`` or text over ``max_text_chars``.
+    ``speak`` command. A JSON array, and JSON nested too deeply, are refused (not read
+    aloud); text that only starts with ``[`` ("[Alarm] door open") is plain text. Retained
+    messages are refused like retained commands, and so is a payload over
+    ``max_payload_bytes`` or text over ``max_text_chars``.
     """
     payload = message.payload
     if message.retain:
@@ -145,6 +161,8 @@ def notify_request(message: InboundMessage, *, priority: str, max_payload_bytes:
     if len(payload) > max_payload_bytes:
         raise CommandRejected(f"payload too large: {len(payload)} bytes, limit "
                               f"{max_payload_bytes}", command="speak")
+    if payload.lstrip()[:1] == b"[":
+        _refuse_array(payload, max_payload_bytes)
     if payload.lstrip()[:1] != b"{":
         try:
             text = payload.decode("utf-8")
