@@ -24,7 +24,7 @@ from agent.text.ssml import SsmlError, looks_like_ssml, parse_ssml
 from agent.voice.voice import SynthesisParams
 
 __all__ = ["Admitted", "Ask", "Code", "Context", "Refusal", "admit", "chime_of", "deadline_of",
-           "document_of", "text_refusal"]
+           "document_of", "text_refusal", "voice_refusal"]
 
 log = get_logger(__name__)
 
@@ -158,7 +158,18 @@ def deadline_of(ask: Ask, now: Callable[[], float] = time.monotonic) -> float | 
     return min(candidates) if candidates else None
 
 
-def _voice_refusal(voice: str | None, document: Document | None,
+def voice_refusal(voice: str | None, text: str, document: Document | None,
+                  context: Context) -> Refusal | None:
+    """The refusal of a voice that is not installed (``voice`` or an SSML ``<voice name>``),
+    or of text the voice cannot say (:attr:`Context.speakable`)."""
+    refused = _unknown_voice(voice, document, context)
+    if refused is None and context.speakable is not None and voice is not None:
+        problem = context.speakable(document or plain(text), voice)
+        refused = None if problem is None else Refusal(Code.UNSPEAKABLE_TEXT, problem)
+    return refused
+
+
+def _unknown_voice(voice: str | None, document: Document | None,
                    context: Context) -> Refusal | None:
     if context.voices is None:
         return None
@@ -207,10 +218,7 @@ def admit(ask: Ask, context: Context) -> Admitted | Refusal:
     if isinstance(request, Refusal):
         return request
     voice = ask.voice or context.default_voice
-    refused = _voice_refusal(voice, request.document, context)
-    if refused is None and context.speakable is not None and voice is not None:
-        problem = context.speakable(request.document or plain(request.text), voice)
-        refused = None if problem is None else Refusal(Code.UNSPEAKABLE_TEXT, problem)
+    refused = voice_refusal(voice, request.text, request.document, context)
     if refused is not None:
         return refused
     deadline = deadline_of(ask, context.now)
