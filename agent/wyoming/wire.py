@@ -60,7 +60,7 @@ async def read_event(reader: asyncio.StreamReader, max_bytes: int) -> Event | No
         raise ProtocolError("connection closed in the middle of an event") from exc
     except asyncio.LimitOverrunError as exc:
         raise ProtocolError(f"event header longer than {max_bytes} bytes") from exc
-    header = _object(line, "event header", max_bytes)
+    header = _object(line, "event header", max_bytes + 1)  # the line ends in its newline
     kind = header.get("type")
     if not isinstance(kind, str) or not 0 < len(kind) <= _MAX_TYPE_CHARS:
         raise ProtocolError("event has no type")
