@@ -184,37 +184,44 @@ def add_ssml_argument(parser: argparse.ArgumentParser) -> None:
 def text_document(text: str, ssml: bool, settings: Settings) -> Document | None:
     """The SSML document of ``text`` (``--ssml``, or it starts with ``<speak``), or None for
     plain text; invalid or unsupported markup (an ``<audio src>`` of no chime in
-    ``chimes.dir`` too) is a :class:`UsageError` with the reason, as the daemon's ``rejected``."""
+    ``chimes.dir`` too) is a :class:`UsageError` with the reason, as the daemon's ``rejected``
+    (the admission's SSML stage, :func:`agent.pipeline.admit.document_of`)."""
     from agent.audio.chimes import Chimes
-    from agent.text.ssml import SsmlError, looks_like_ssml, parse_ssml
+    from agent.pipeline.admit import Refusal, document_of
 
-    if not (ssml or looks_like_ssml(text)):
-        return None
-    try:
-        return parse_ssml(text, max_chars=settings.synthesis.max_text_chars,
-                          sounds=Chimes(settings.chimes.dir).names())
-    except SsmlError as exc:
-        raise UsageError(str(exc)) from exc
+    document = document_of(text, True if ssml else None, settings.synthesis.max_text_chars,
+                           Chimes(settings.chimes.dir).names())
+    if isinstance(document, Refusal):
+        raise UsageError(document.reason)
+    return document
 
 
 def checked_speech(text: str, document: Document | None, voice: str | None,
                    settings: Settings) -> None:
     """Refuse (:class:`UsageError`, before any model loads) text its voice cannot say: a script
-    it cannot read, or nothing to speak once emoji are dropped; the dispatcher's check."""
+    it cannot read, or nothing to speak once emoji are dropped; the admission's speech stage
+    (:func:`agent.pipeline.admit.voice_refusal`), as the daemon's."""
     from agent.library.languages import SpeechCheck
-    from agent.text.document import plain
+    from agent.pipeline.admit import Context, voice_refusal
 
-    problem = SpeechCheck.for_settings(settings)(document or plain(text),
-                                                 voice or settings.models.default_voice)
-    if problem is not None:
-        raise UsageError(problem)
+    context = Context(max_text_chars=settings.synthesis.max_text_chars,
+                      speakable=SpeechCheck.for_settings(settings))
+    refused = voice_refusal(voice or settings.models.default_voice, text, document, context)
+    if refused is not None:
+        raise UsageError(refused.reason)
 
 
 def checked_text(text: str | None, settings: Settings) -> str:
-    """:func:`read_text`, refused early (before any model loads) when it cannot be spoken."""
+    """:func:`read_text`, refused early (before any model loads) when it cannot be spoken: the
+    admission's text bounds (:func:`agent.pipeline.admit.text_refusal`), then the text
+    frontend's own check of the cleaned text (nothing left once control characters go)."""
+    from agent.pipeline.admit import text_refusal
     from agent.text.frontend import TextError, normalize_text
 
     text = read_text(text)
+    refused = text_refusal(text, settings.synthesis.max_text_chars)
+    if refused is not None:
+        raise UsageError(refused.reason)
     try:
         normalize_text(text, settings.synthesis.max_text_chars)
     except TextError as exc:

@@ -6,15 +6,12 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from agent.commands import UsageError
-from agent.logs import get_logger
 
 if TYPE_CHECKING:
     from agent.audio.chimes import Chimes
     from agent.settings import Settings
 
 __all__ = ["add_chime_argument", "checked_chime", "register"]
-
-log = get_logger(__name__)
 
 
 def register(subparsers: Any) -> None:
@@ -30,19 +27,24 @@ def add_chime_argument(parser: argparse.ArgumentParser) -> None:
 def checked_chime(name: str | None, settings: Settings,
                   priority: str = "normal") -> tuple[Chimes, str | None]:
     """The chimes of ``settings`` and the chime to play: ``name``, else the priority's default
-    (``""``: none). An unknown or unplayable chime is a :class:`UsageError` with the reason; a
-    default chime that is not there is left out (logged), as the daemon does."""
+    (``""``: none); the admission's chime stage (:func:`agent.pipeline.admit.chime_of`). An
+    unknown or unplayable chime is a :class:`UsageError` with the reason; a default chime that
+    is not there is left out (logged), as the daemon does."""
     from agent.audio.chimes import ChimeError, Chimes
+    from agent.pipeline.admit import Ask, Context, Refusal, chime_of
 
     chimes = Chimes(settings.chimes.dir, settings.chimes.by_priority)
-    chosen = chimes.default_for(priority) if name is None else (name or None)
-    if chosen is None:
-        return chimes, None
-    try:
-        chimes.get(chosen)
-    except ChimeError as exc:
-        if name is not None:
-            raise UsageError(f"--chime: {exc}") from exc
-        log.warning("default_chime_missing", chime=chosen, priority=priority, reason=str(exc))
-        return chimes, None
+
+    def problem(chime: str) -> str | None:
+        try:
+            chimes.get(chime)
+        except ChimeError as exc:
+            return str(exc)
+        return None
+
+    context = Context(max_text_chars=settings.synthesis.max_text_chars,
+                      chime_problem=problem, chime_default=chimes.default_for)
+    chosen = chime_of(Ask("", chime=name, priority=priority), context)
+    if isinstance(chosen, Refusal):
+        raise UsageError(f"--chime: {chosen.reason}")
     return chimes, chosen

@@ -12,15 +12,11 @@ that have been quiet for ``progress_interval_s`` (:meth:`RequestTracker.heartbea
 
 from __future__ import annotations
 
-import dataclasses
 import queue
 import threading
-import time
 from collections.abc import Callable, Collection
 from typing import Any, Protocol
 
-from agent.audio.chimes import ChimeError
-from agent.audio.item import parse_priority
 from agent.logs import bind_request, get_logger
 from agent.mqtt.intake import Request
 from agent.mqtt.protocol import (
@@ -33,11 +29,22 @@ from agent.mqtt.protocol import (
 )
 from agent.mqtt.tracker import OpenRefused, RequestTracker
 from agent.outcomes import Outcome
+from agent.pipeline.admit import (
+    Ask,
+    Code,
+    Context,
+    Refusal,
+    admit,
+    deadline_of,
+    document_of,
+)
 from agent.pipeline.jobs import JobQueue, SpeakJob, SpeakRequest
-from agent.text.document import Document, plain
-from agent.text.ssml import SsmlError, looks_like_ssml, parse_ssml
+from agent.text.document import Document
+from agent.text.limits import HARD_MAX_TEXT_CHARS
+from agent.text.ssml import SsmlError
 
-__all__ = ["Controls", "Dispatcher", "ReloadError", "speak_deadline", "speak_request"]
+__all__ = ["Controls", "Dispatcher", "ReloadError", "speak_ask", "speak_deadline",
+           "speak_document", "speak_request"]
 
 log = get_logger(__name__)
 
@@ -57,39 +64,46 @@ class ReloadError(Exception):
     """A reload could not be done; the message is the reason sent back."""
 
 
-def speak_deadline(command: SpeakCommand, request: Request) -> float | None:
-    """The monotonic time by which the request must start playing, or None.
+def speak_ask(command: SpeakCommand, request: Request | None = None) -> Ask:
+    """The door-neutral :class:`~agent.pipeline.admit.Ask` of a ``speak`` (MQTT, Hermes and
+    the Home Assistant notify topic all come as one); ``request`` brings the receipt time and
+    the MQTT Message Expiry."""
+    return Ask(text=command.text, ssml=command.ssml, voice=command.voice,
+               priority=command.priority, volume=command.volume, speed=command.speed,
+               chime=command.chime, expires_in_s=command.expires_in_s,
+               expires_at=command.expires_at,
+               received=None if request is None else request.received,
+               deadline=None if request is None else request.deadline)
 
-    The earliest of: the MQTT Message Expiry, ``expires_in_s`` after receipt, and
-    ``expires_at`` (Unix time, converted through the clocks as they are now).
-    """
-    candidates = [request.deadline] if request.deadline is not None else []
-    if command.expires_in_s is not None:
-        candidates.append(request.received + command.expires_in_s)
-    if command.expires_at is not None:
-        candidates.append(time.monotonic() + (command.expires_at - time.time()))
-    return min(candidates) if candidates else None
+
+def speak_deadline(command: SpeakCommand, request: Request) -> float | None:
+    """The monotonic time by which the request must start playing, or None
+    (:func:`agent.pipeline.admit.deadline_of`)."""
+    return deadline_of(speak_ask(command, request))
 
 
 def speak_document(command: SpeakCommand,
                    sounds: Collection[str] | None = None) -> Document | None:
     """The SSML document of a ``speak`` (``ssml`` true, or unset and the text starts with
     ``<speak``), or None for plain text. Raises :class:`~agent.text.ssml.SsmlError`."""
-    ssml = command.ssml if command.ssml is not None else looks_like_ssml(command.text)
-    if not ssml:
-        return None
-    return parse_ssml(command.text, max_chars=len(command.text), sounds=sounds)
+    document = document_of(command.text, command.ssml, len(command.text), sounds)
+    if isinstance(document, Refusal):
+        raise SsmlError(document.reason)
+    return document
 
 
 def speak_request(command: SpeakCommand, *,
                   sounds: Collection[str] | None = None) -> SpeakRequest:
-    """The pipeline's view of a validated ``speak`` command (the pipeline knows no MQTT).
+    """The pipeline's view of a validated ``speak`` command (the pipeline knows no MQTT),
+    admitted with no voice, chime or script check (a journalled request replayed).
 
     SSML is parsed here (the caller's thread): raises :class:`~agent.text.ssml.SsmlError`."""
-    return SpeakRequest(text=command.text, voice=command.voice,
-                        priority=parse_priority(command.priority), volume=command.volume,
-                        speed=command.speed, document=speak_document(command, sounds),
-                        chime=command.chime or None)
+    admitted = admit(speak_ask(command), Context(
+        max_text_chars=len(command.text), sounds=None if sounds is None else lambda: sounds))
+    if isinstance(admitted, Refusal):
+        raise SsmlError(admitted.reason) if admitted.code is Code.BAD_SSML else ValueError(
+            admitted.reason)
+    return admitted.request
 
 
 class Dispatcher:
@@ -138,6 +152,15 @@ class Dispatcher:
         self._thread: threading.Thread | None = None
         self.steps = 0
         """Requests handled (progress counter for the health watchdog)."""
+
+    @property
+    def admission(self) -> Context:
+        """What :func:`~agent.pipeline.admit.admit` checks a ``speak`` against here (the
+        text was bounded by the intake already, with ``synthesis.max_text_chars``)."""
+        return Context(max_text_chars=HARD_MAX_TEXT_CHARS, default_voice=self.default_voice,
+                       voices=self.voice_names, sounds=self.chime_names,
+                       chime_problem=None if self.chime_names is None else self._chime_problem,
+                       chime_default=self.chime_default, speakable=self.speakable)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="dispatch", daemon=True)
@@ -216,32 +239,22 @@ class Dispatcher:
                             reply=request.reply, hermes=request.hermes, **fields)
 
     def _speak(self, request: Request, command: SpeakCommand) -> None:
-        voice = command.voice or self.default_voice
-        try:
-            speak = speak_request(command, sounds=None if self.chime_names is None
-                                  else self.chime_names())
-            speak = dataclasses.replace(speak, chime=self._chime(command))
-        except (SsmlError, ChimeError) as exc:
-            self._done(request, Outcome.REJECTED, reason=str(exc))
-            return
-        refused = self._unsayable(speak, voice)
-        if refused is not None:
-            self._done(request, Outcome.REJECTED, reason=refused)
-            return
-        deadline = speak_deadline(command, request)
-        if deadline is not None and time.monotonic() >= deadline:
-            self._done(request, Outcome.EXPIRED, reason="expired before it was accepted")
+        admitted = admit(speak_ask(command, request), self.admission)
+        if isinstance(admitted, Refusal):  # the one admission every door uses
+            event = Outcome.EXPIRED if admitted.code is Code.EXPIRED else Outcome.REJECTED
+            self._done(request, event, reason=admitted.reason)
             return
         if len(self.jobs) >= self.jobs.maxsize:  # only this thread adds jobs: no race
             self._done(request, Outcome.REJECTED,
                        reason=f"busy: {self.jobs.maxsize} speak requests already queued")
             return
-        job = SpeakJob(request.id, speak, deadline)
+        job = SpeakJob(request.id, admitted.request, admitted.deadline)
         pending = self.tracker.pending()
         try:  # the request journal may refuse it (full, or it cannot be written)
             opened = self.tracker.open(request.id, request.name, reply=request.reply,
-                                       hermes=request.hermes, subject=job, voice=voice,
-                                       priority=command.priority, pending=pending)
+                                       hermes=request.hermes, subject=job,
+                                       voice=admitted.voice, priority=command.priority,
+                                       pending=pending)
         except OpenRefused as exc:
             self._done(request, Outcome.REJECTED, reason=str(exc))
             return
@@ -251,33 +264,10 @@ class Dispatcher:
             return
         self.jobs.put(job)
 
-    def _unsayable(self, speak: SpeakRequest, voice: str) -> str | None:
-        """Why the voices cannot say ``speak``: a voice that is not installed (``voice`` or an
-        SSML ``<voice name>``), or text they cannot speak (:attr:`speakable`); None: they can."""
-        installed = self.voice_names()
-        named = set() if speak.document is None else speak.document.voices()
-        unknown = [v for v in (voice, *sorted(v for v in named if v)) if v not in installed]
-        if unknown:
-            have = ", ".join(installed) or "none"
-            where = "" if unknown[0] == voice else " in <voice name>"
-            return f"unknown voice {unknown[0]!r}{where} (installed: {have})"
-        if self.speakable is None:
-            return None
-        return self.speakable(speak.document or plain(speak.text), voice)
-
-    def _chime(self, command: SpeakCommand) -> str | None:
-        """The chime a speak plays first: its own, else its priority's default (``""``:
-        none). Raises :class:`ChimeError` for a chime that is not there."""
-        if command.chime == "":
-            return None
+    def _chime_problem(self, name: str) -> str | None:
+        """Why the chime ``name`` cannot be played (not among :attr:`chime_names`), or None."""
         available = None if self.chime_names is None else self.chime_names()
-        if command.chime is not None:
-            if available is not None and command.chime not in available:
-                have = ", ".join(sorted(available)) or "none"
-                raise ChimeError(f"unknown chime {command.chime!r} (available: {have})")
-            return command.chime
-        default = None if self.chime_default is None else self.chime_default(command.priority)
-        if default is not None and available is not None and default not in available:
-            log.warning("default_chime_missing", chime=default, priority=command.priority)
+        if available is None or name in available:
             return None
-        return default
+        have = ", ".join(sorted(available)) or "none"
+        return f"unknown chime {name!r} (available: {have})"

@@ -3,8 +3,8 @@ appear in Home Assistant, and how a message from its notify entity becomes a spe
 
 :func:`discovery_payload` builds the retained ``{ha_prefix}/device/{node}/config`` message (the
 device, the origin and one component per entity: speak, volume, stop, sensors, problem);
-:func:`notify_request` turns a notify message (plain text, or a JSON ``speak`` command) into a
-speak request. For users: docs/home-assistant.md; the entities:
+:func:`notify_request` turns a notify message (plain text, or a JSON ``speak`` command; a JSON
+array is refused) into a speak request. For users: docs/home-assistant.md; the entities:
 docs/internals.md#the-home-assistant-discovery-message.
 """
 
@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from agent import jsonbound
 from agent.mqtt.client import InboundMessage
 from agent.mqtt.intake import RETAINED_REASON, Request
-from agent.mqtt.protocol import CommandRejected, parse_command
+from agent.mqtt.protocol import CommandRejected, describe_json_error, parse_command
 from agent.mqtt.topics import DeviceTopics
 
 __all__ = ["MAX_CONFIG_BYTES", "ORIGIN", "DiscoveryInfo", "discovery_payload",
@@ -116,13 +117,28 @@ def discovery_payload(info: DiscoveryInfo, topics: DeviceTopics) -> bytes:
     return payload
 
 
+def _refuse_array(payload: bytes, max_bytes: int) -> None:
+    """Raise :class:`CommandRejected` for a payload that is JSON nested too deeply or a JSON
+    array (bounded: :mod:`agent.jsonbound`); return for text that only starts with ``[``."""
+    try:
+        jsonbound.loads(payload, max_bytes=max_bytes)
+    except jsonbound.TooDeep as exc:
+        raise CommandRejected(describe_json_error(str(exc)), command="speak") from None
+    except jsonbound.JsonError:
+        return  # not JSON: plain text
+    raise CommandRejected("a JSON array is not a notify message: send plain text, or a JSON "
+                          "object (a speak command)", command="speak")
+
+
 def notify_request(message: InboundMessage, *, priority: str, max_payload_bytes: int,
                    max_text_chars: int) -> Request:
     """A speak request from a message on the notify topic; raises :class:`CommandRejected`.
 
     Plain text is spoken with ``priority``; a payload that starts with ``{`` is read as a
-    ``speak`` command. Retained messages are refused like retained commands, and so is a
-    payload over ``max_payload_bytes`` or text over ``max_text_chars``.
+    ``speak`` command. A JSON array, and JSON nested too deeply, are refused (not read
+    aloud); text that only starts with ``[`` ("[Alarm] door open") is plain text. Retained
+    messages are refused like retained commands, and so is a payload over
+    ``max_payload_bytes`` or text over ``max_text_chars``.
     """
     payload = message.payload
     if message.retain:
@@ -130,6 +146,8 @@ def notify_request(message: InboundMessage, *, priority: str, max_payload_bytes:
     if len(payload) > max_payload_bytes:
         raise CommandRejected(f"payload too large: {len(payload)} bytes, limit "
                               f"{max_payload_bytes}", command="speak")
+    if payload.lstrip()[:1] == b"[":
+        _refuse_array(payload, max_payload_bytes)
     if payload.lstrip()[:1] != b"{":
         try:
             text = payload.decode("utf-8")

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from agent.jsonbound import depth_error
 from agent.mqtt.client import OutboundMessage
 from agent.mqtt.protocol import (
     HARD_MAX_TEXT_CHARS,
@@ -130,6 +131,13 @@ def parse_say(payload: bytes, *, site_id: str, max_payload_bytes: int,
         rejection = _rejection(
             payload, f"payload too large: {len(payload)} bytes, limit {max_payload_bytes}",
             site_id=site_id, max_bytes=max_payload_bytes)
+        if rejection is None:
+            return None
+        raise rejection
+    too_deep = depth_error(payload)  # bounded before pydantic's parser (agent.jsonbound)
+    if too_deep is not None:
+        rejection = _rejection(payload, describe_json_error(too_deep), site_id=site_id,
+                               max_bytes=max_payload_bytes)
         if rejection is None:
             return None
         raise rejection

@@ -28,8 +28,10 @@ from pydantic import (
     field_validator,
 )
 
+from agent.jsonbound import depth_error
 from agent.mqtt.salvage import top_level_strings
 from agent.outcomes import DuplicateOf, EventName, Outcome
+from agent.text.limits import HARD_MAX_TEXT_CHARS, text_problem
 
 __all__ = [
     "COMMANDS",
@@ -59,8 +61,6 @@ __all__ = [
     "valid_request_id",
 ]
 
-HARD_MAX_TEXT_CHARS: Final = 100_000
-"""Schema ceiling for ``text``; the configured ``synthesis.max_text_chars`` is usually lower."""
 MAX_REASON_CHARS: Final = 500
 
 _REQUEST_ID_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"
@@ -130,13 +130,11 @@ class SpeakCommand(_Command):
     @field_validator("text")
     @classmethod
     def _check_text(cls, text: str, info: ValidationInfo) -> str:
-        if not text.strip():
-            raise ValueError("text is empty")
-        if "\0" in text:
-            raise ValueError("text contains a NUL character")
-        limit = (info.context or {}).get("max_text_chars", HARD_MAX_TEXT_CHARS)
-        if len(text) > limit:
-            raise ValueError(f"text is longer than {limit} characters ({len(text)})")
+        """The admission's text bounds (:func:`agent.text.limits.text_problem`)."""
+        problem = text_problem(text, (info.context or {}).get("max_text_chars",
+                                                              HARD_MAX_TEXT_CHARS))
+        if problem is not None:
+            raise ValueError(problem[1])
         return text
 
 
@@ -216,6 +214,8 @@ def salvage_id(payload: bytes, *, max_bytes: int = 65_536) -> str | None:
 
 def describe_json_error(message: str) -> str:
     """The reason for a payload the JSON parser refused (pydantic's ``json_invalid`` message)."""
+    if message.startswith("nested too deeply"):  # agent.jsonbound's
+        return f"malformed JSON: {message}"
     if "recursion limit" in message:
         return f"malformed JSON: nested too deeply ({message})"
     return f"malformed JSON: {message}"
@@ -245,6 +245,10 @@ def parse_command(name: str, payload: bytes, *, max_payload_bytes: int,
     except UnicodeDecodeError as exc:
         raise CommandRejected(f"payload is not UTF-8: {exc.reason}",
                               salvage_id(payload, max_bytes=max_payload_bytes), name) from exc
+    too_deep = depth_error(text)
+    if too_deep is not None:
+        raise CommandRejected(describe_json_error(too_deep),
+                              salvage_id(payload, max_bytes=max_payload_bytes), name)
     try:
         command = model.model_validate_json(text, context={"max_text_chars": max_text_chars})
     except ValidationError as exc:

@@ -36,6 +36,7 @@ from typing import Protocol
 
 from agent.text.document import Phonemes, Piece
 from agent.text.espeak import Clause, EspeakPhonemizer
+from agent.text.limits import DEFAULT_MAX_TEXT_CHARS, EMPTY, RAW_FACTOR, too_long
 from agent.text.pieces import PLACEHOLDER, GivenClause, leading_mark, merge, open_ended, spaced
 
 __all__ = [
@@ -114,13 +115,13 @@ def normalize_text(text: str, max_chars: int) -> str:
 
     Raises :class:`TextError` when nothing speakable is left or the text is too long.
     """
-    if len(text) > max_chars * 4:  # refuse absurd input before doing any work on it
-        raise TextError(f"text is longer than {max_chars} characters")
+    if len(text) > max_chars * RAW_FACTOR:  # refuse absurd input before doing any work on it
+        raise TextError(too_long(max_chars))
     text = clean_text(text)
     if not text:
-        raise TextError("text is empty")
+        raise TextError(EMPTY)
     if len(text) > max_chars:
-        raise TextError(f"text is longer than {max_chars} characters ({len(text)})")
+        raise TextError(too_long(max_chars, len(text)))
     return text
 
 
@@ -207,7 +208,7 @@ class Frontend:
         espeak_voice: str,
         id_map: Mapping[str, Sequence[int]],
         *,
-        max_chars: int = 5000,
+        max_chars: int = DEFAULT_MAX_TEXT_CHARS,
         cache_size: int = 1024,
         phonemizer: EspeakPhonemizer | None = None,
         normalizer: TextNormalizer | None = None,
@@ -320,14 +321,14 @@ class Frontend:
         ``verbatim`` text is not normalised (already in words). Raises :class:`TextError`."""
         pieces = merge(text)
         size = sum(len(p) if isinstance(p, str) else len(p.ipa) for p in pieces)
-        if size > self.max_chars * 4:  # refuse absurd input before doing any work on it
-            raise TextError(f"text is longer than {self.max_chars} characters")
+        if size > self.max_chars * RAW_FACTOR:  # refuse absurd input before any work on it
+            raise TextError(too_long(self.max_chars))
         cleaned = [clean_text(p) if isinstance(p, str) else p for p in pieces]
         size = sum(len(p) if isinstance(p, str) else len(p.ipa) for p in cleaned)
         if not size:
-            raise TextError("text is empty")
+            raise TextError(EMPTY)
         if size > self.max_chars:
-            raise TextError(f"text is longer than {self.max_chars} characters ({size})")
+            raise TextError(too_long(self.max_chars, size))
         clauses: list[Clause] = []
         for index, piece in enumerate(cleaned):
             if isinstance(piece, Phonemes):

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from agent import jsonbound
 from agent.fsutil import atomic_write
 from agent.voice.bundle_files import (
     MAX_BUNDLE_ENTRIES,
@@ -121,12 +122,12 @@ def read_manifest(bundle_dir: Path) -> dict[str, Any]:
             raw = handle.read(MAX_MANIFEST_BYTES + 1)
         if len(raw) > MAX_MANIFEST_BYTES:
             raise BundleError(f"{path}: manifest larger than {MAX_MANIFEST_BYTES} bytes")
-        data = json.loads(raw.decode("utf-8"))
+        data = jsonbound.loads(raw, max_bytes=MAX_MANIFEST_BYTES)
     except FileNotFoundError:
         raise BundleError(f"{bundle_dir}: no {MANIFEST_NAME}") from None
     except UnsafeFileError as exc:
         raise BundleError(str(exc)) from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, jsonbound.JsonError) as exc:
         raise BundleError(f"{path}: unreadable manifest: {exc}") from exc
     if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT:
         raise BundleError(f"{path}: not a format-{MANIFEST_FORMAT} manifest")

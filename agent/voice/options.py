@@ -13,6 +13,7 @@ from typing import Literal
 
 from agent.hardware.runtime import RuntimeOptions
 from agent.text.frontend import TextLexicon
+from agent.text.limits import DEFAULT_MAX_TEXT_CHARS
 from agent.voice import streaming
 from agent.voice.bundle import DEFAULT_MAX_FILE_BYTES
 
@@ -44,7 +45,7 @@ class VoiceOptions:
     max_model_bytes: int = DEFAULT_MAX_FILE_BYTES
     """Largest bundle file (model) that is read; a larger one is refused before it is read."""
     """onnxruntime threads, pinning, providers and the optimised-model cache."""
-    max_chars: int = 5000
+    max_chars: int = DEFAULT_MAX_TEXT_CHARS
     """Longest text one request may have (characters)."""
     text: TextOptions = field(default_factory=TextOptions)
     """The text stages before espeak-ng: normalizer, lexicon, symbols."""

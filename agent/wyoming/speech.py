@@ -6,7 +6,8 @@ of the text or its SSML document: the voice library's live voice, the phrase cac
 frontend with its normalizer and lexicon, the same check for text a voice cannot speak):
 :func:`start_synthesis`. Everything that can refuse a request (unknown voice or speaker;
 empty, oversize, unspeakable text; bad SSML) raises :class:`Refused` with a one-line reason
-before any audio is made.
+before any audio is made; the text is admitted as every door's (:mod:`agent.pipeline.admit`,
+whose codes are the ``error`` codes).
 """
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ from typing import TYPE_CHECKING
 from agent.audio.convert import StreamConverter, encode
 from agent.audio.format import AudioChunk, AudioFormat
 from agent.library.voices import VoiceLibrary, VoiceNotFound
-from agent.pipeline.jobs import SpeakRequest
+from agent.pipeline.admit import Ask, Context, Refusal, admit, text_refusal
 from agent.pipeline.render import render
 from agent.text.document import Document, plain
 from agent.text.frontend import TextError
-from agent.text.ssml import SsmlError, looks_like_ssml, parse_ssml
+from agent.text.ssml import looks_like_ssml
 from agent.voice.voice import SynthesisParams, Voice, VoiceLoadError
 
 if TYPE_CHECKING:
@@ -31,8 +32,8 @@ if TYPE_CHECKING:
     from agent.settings import WyomingSettings
     from agent.wyoming.catalog import Catalog
 
-__all__ = ["Refused", "SentenceBuffer", "SpeechCheck", "VoiceChoice", "choose_voice",
-           "is_ssml", "start_synthesis"]
+__all__ = ["Refused", "SentenceBuffer", "SpeechCheck", "VoiceChoice", "check_text",
+           "choose_voice", "is_ssml", "refused", "start_synthesis"]
 
 SpeechCheck = Callable[[Document, str], "str | None"]
 """Why a document cannot be said by the voice it names (:class:`agent.library.languages.
@@ -140,16 +141,18 @@ def is_ssml(text_format: object, text: str | None) -> bool:
     raise Refused("bad-request", "text_format must be text or ssml")
 
 
+def refused(refusal: Refusal) -> Refused:
+    """The admission's refusal as this door's exception (its code is the ``error`` code)."""
+    return Refused(refusal.code.value, refusal.reason)
+
+
 def check_text(text: object, max_chars: int) -> str:
-    """``text`` when it is a string within the bound with something in it."""
-    if not isinstance(text, str):
-        raise Refused("bad-request", "text must be a string")
-    if len(text) > max_chars:
-        raise Refused("text-too-long", f"text is longer than {max_chars} characters "
-                      f"({len(text)})")
-    if not text.strip():
-        raise Refused("empty-text", "text is empty")
-    return text
+    """``text`` when it is a string within the admission's bounds
+    (:func:`agent.pipeline.admit.text_refusal`)."""
+    refusal = text_refusal(text, max_chars)
+    if refusal is not None:
+        raise refused(refusal)
+    return str(text)
 
 
 def start_synthesis(choice: VoiceChoice, text: str, cache: PhraseCache | None, *,
@@ -160,18 +163,15 @@ def start_synthesis(choice: VoiceChoice, text: str, cache: PhraseCache | None, *
     parsed, checked and phonemized here, so a text that cannot be said raises
     :class:`Refused` before any inference. Runs on a synthesis thread (it may read the phrase
     cache's disk)."""
+    admitted = admit(Ask(text, ssml=ssml, voice=choice.voice.name, params=choice.params,
+                         chime=""),
+                     Context(max_text_chars=len(text), sounds=tuple, speakable=check))
+    if isinstance(admitted, Refusal):
+        raise refused(admitted)
+    request = admitted.request
     try:
-        document = (parse_ssml(text, max_chars=len(text), sounds=()) if ssml
-                    else plain(text))
-        problem = check(document, choice.voice.name) if check is not None else None
-        if problem is not None:
-            raise Refused("unspeakable-text", problem)
-        request = SpeakRequest(text, voice=choice.voice.name, params=choice.params,
-                               document=document if ssml else None)
-        rendered = render(document, choice, request, cache=cache)
+        rendered = render(request.document or plain(text), choice, request, cache=cache)
         return in_format(rendered.chunks, rendered.format)
-    except SsmlError as exc:
-        raise Refused("bad-ssml", str(exc)) from exc
     except TextError as exc:
         raise Refused("bad-text", str(exc)) from exc
     except VoiceNotFound as exc:

@@ -3,17 +3,19 @@
 The ``wyoming`` library's own reader trusts the lengths a peer announces (``data_length``,
 ``payload_length``) and buffers that much: a client could make the agent hold gigabytes. This
 reader refuses an event larger than ``max_bytes`` (header line, data and payload together)
-before reading its body, and says why in one line. Events are written with the library's
-:func:`wyoming.event.async_write_event`.
+before reading its body, parses its JSON with bounded nesting (:mod:`agent.jsonbound`: deep
+JSON is an error event, never a ``RecursionError``), and says why in one line. Events are
+written with the library's :func:`wyoming.event.async_write_event`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 from wyoming.event import Event
+
+from agent.jsonbound import JsonError, TooDeep, loads
 
 __all__ = ["ProtocolError", "read_event"]
 
@@ -32,6 +34,19 @@ def _length(header: dict[str, Any], key: str) -> int:
     return value
 
 
+def _object(raw: bytes, what: str, max_bytes: int) -> dict[str, Any]:
+    """``raw`` parsed as a JSON object (bounded: :func:`agent.jsonbound.loads`)."""
+    try:
+        value = loads(raw, max_bytes=max_bytes)
+    except TooDeep as exc:
+        raise ProtocolError(f"{what} is {exc}") from exc
+    except JsonError as exc:
+        raise ProtocolError(f"{what} is not JSON") from exc
+    if not isinstance(value, dict):
+        raise ProtocolError(f"{what} is not a JSON object")
+    return value
+
+
 async def read_event(reader: asyncio.StreamReader, max_bytes: int) -> Event | None:
     """The next event, or None at the end of the stream. Raises :class:`ProtocolError`.
 
@@ -45,12 +60,7 @@ async def read_event(reader: asyncio.StreamReader, max_bytes: int) -> Event | No
         raise ProtocolError("connection closed in the middle of an event") from exc
     except asyncio.LimitOverrunError as exc:
         raise ProtocolError(f"event header longer than {max_bytes} bytes") from exc
-    try:
-        header = json.loads(line)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ProtocolError("event header is not JSON") from exc
-    if not isinstance(header, dict):
-        raise ProtocolError("event header is not a JSON object")
+    header = _object(line, "event header", max_bytes + 1)  # the line ends in its newline
     kind = header.get("type")
     if not isinstance(kind, str) or not 0 < len(kind) <= _MAX_TYPE_CHARS:
         raise ProtocolError("event has no type")
@@ -62,14 +72,9 @@ async def read_event(reader: asyncio.StreamReader, max_bytes: int) -> Event | No
         raise ProtocolError("event data is not a JSON object")
     try:
         if data_length:
-            extra = json.loads(await reader.readexactly(data_length))
-            if not isinstance(extra, dict):
-                raise ProtocolError("event data is not a JSON object")
-            data.update(extra)
+            data.update(_object(await reader.readexactly(data_length), "event data", max_bytes))
         payload = await reader.readexactly(payload_length) if payload_length else None
     except asyncio.IncompleteReadError as exc:
         raise ProtocolError("connection closed in the middle of an event") from exc
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ProtocolError("event data is not JSON") from exc
     return Event(type=kind, data=data, payload=payload)
 

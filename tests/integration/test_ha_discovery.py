@@ -144,6 +144,26 @@ def test_notify_speaks_plain_text_and_json(mqtt_broker: Broker, tiny_voice_dir: 
     assert health["requests"]["last_synthesis_s"] >= 0
 
 
+def test_notify_refuses_a_json_array_and_deep_json(mqtt_broker: Broker, tiny_voice_dir: Path,
+                                                  tmp_path: Path, watcher: Recorder) -> None:
+    """A JSON array was read aloud as text (#24): now it is ``rejected`` with the reason, and
+    so is JSON nested too deeply; nothing of either is accepted or spoken."""
+    settings = ha_settings(mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent")
+    with running_agent(settings):
+        wait_config(watcher)
+        watcher.publish(DEV.ha_notify, b'["Hello", "world"]')
+        array = final_for(watcher, lambda e: e["event"] == "rejected")
+        watcher.publish(DEV.ha_notify, b"[" * 60_000)
+        deep = final_for(watcher, lambda e: e["event"] == "rejected" and e["id"] != array["id"])
+        watcher.publish(DEV.ha_notify, "Still spoken.")
+        spoken = final_for(watcher, lambda e: e["event"] == "finished")
+    assert "a JSON array is not a notify message" in array["reason"], array
+    assert "nested too deeply" in deep["reason"], deep
+    assert array["command"] == deep["command"] == "speak"
+    accepted = {e["id"] for e in watcher.json_on(DEV.events) if e["event"] == "accepted"}
+    assert accepted == {spoken["id"]}
+
+
 def test_volume_number_and_stop_buttons(mqtt_broker: Broker, tiny_voice_dir: Path,
                                         tmp_path: Path, watcher: Recorder) -> None:
     sink = PacedSink(tmp_path / "card.fifo", BYTES_PER_S)

@@ -22,7 +22,7 @@ import pytest
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.client import AsyncClient, AsyncTcpClient
 from wyoming.error import Error
-from wyoming.event import Event
+from wyoming.event import Event, async_read_event
 from wyoming.info import Describe, Info
 from wyoming.tts import (
     Synthesize,
@@ -418,6 +418,38 @@ def test_an_oversize_or_broken_event_closes_that_connection_only(agent: AgentSer
     for header, rest in answers:
         assert json.loads(header)["type"] == "error"
         assert rest.startswith(b"{") or rest == b""  # the error's data, then closed
+    assert events[-1].type == "audio-stop"
+
+
+def test_deeply_nested_json_gets_an_error_event_not_a_crash(agent: AgentService) -> None:
+    """100 000 ``[`` in the header line, or in the data after it: an ``error`` event (read
+    with the library's own reader) and the end of that connection; the server goes on."""
+    port = agent.addons.get("wyoming").server.port  # type: ignore[union-attr]
+    deep = b"[" * 100_000
+
+    async def raw(data: bytes) -> tuple[Event | None, Event | None]:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, limit=1 << 20)
+        writer.write(data)
+        await writer.drain()
+        answer = await asyncio.wait_for(async_read_event(reader), WAIT_S)
+        after = await asyncio.wait_for(async_read_event(reader), WAIT_S)
+        writer.close()
+        return answer, after
+
+    async def go() -> tuple[list[tuple[Event | None, Event | None]], list[Event]]:
+        answers = [await raw(deep + b"\n"),
+                   await raw(b'{"type": "synthesize", "data_length": 100000}\n' + deep)]
+        async with client_for(agent) as client:
+            await client.write_event(Synthesize(text="Still served.").event())
+            events, _ = await audio_of(client)
+        return answers, events
+
+    answers, events = asyncio.run(go())
+    for answer, after in answers:
+        assert answer is not None and Error.is_type(answer.type), answer
+        error = Error.from_event(answer)
+        assert error.code == "bad-event" and "nested too deeply" in error.text, error
+        assert after is None  # closed after the error
     assert events[-1].type == "audio-stop"
 
 

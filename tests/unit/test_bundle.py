@@ -43,6 +43,12 @@ def test_missing_manifest(tiny_voice_dir: Path) -> None:
         verify_bundle(tiny_voice_dir)
 
 
+def test_a_deeply_nested_manifest_is_refused_not_a_crash(tiny_voice_dir: Path) -> None:
+    (tiny_voice_dir / "manifest.json").write_bytes(b"[" * 50_000)  # no RecursionError
+    with pytest.raises(BundleError, match="unreadable manifest: nested too deeply"):
+        verify_bundle(tiny_voice_dir)
+
+
 @pytest.mark.parametrize("name", ["../etc/passwd", "/abs.onnx", "a/b.onnx", ".."])
 def test_manifest_cannot_point_outside_the_bundle(tiny_voice_dir: Path, name: str) -> None:
     path = tiny_voice_dir / "manifest.json"

@@ -92,6 +92,25 @@ def test_notify_request_plain_text_and_json() -> None:
         notify_request(message("tts/t1/ha/notify", b"Hi.", retain=True), **limits)
 
 
+def test_notify_refuses_json_that_is_not_an_object() -> None:
+    """A JSON array (or JSON nested too deeply) is not a notification to read aloud; text
+    that only starts with a bracket, and a bare number, are plain text as before."""
+    limits = {"priority": "normal", "max_payload_bytes": 200_000, "max_text_chars": 100}
+    refused = {
+        b'["Hello", "world"]': "a JSON array is not a notify message",
+        b" [1, 2, 3]": "a JSON array is not a notify message",
+        b"[" * 100_000: "nested too deeply",
+        b'{"text": "x", "deep": ' + b"[" * 100_000 + b"}": "nested too deeply",
+    }
+    for payload, reason in refused.items():
+        with pytest.raises(CommandRejected, match=reason) as caught:
+            notify_request(message("tts/t1/ha/notify", payload), **limits)
+        assert "\n" not in caught.value.reason
+    for text in ("[Alarm] front door open.", "21.5", "[" * 50):
+        spoken = notify_request(message("tts/t1/ha/notify", text.encode()), **limits)
+        assert isinstance(spoken.command, SpeakCommand) and spoken.command.text == text
+
+
 def test_marker_is_read_only_when_it_names_a_discovery_topic(tmp_path: Path) -> None:
     marker = tmp_path / "ha-discovery.json"
     assert published_topic(marker) is None

@@ -20,7 +20,7 @@ from tests.support import REPO
 
 PACKAGE = REPO / "agent"
 ARCHITECTURE = REPO / "docs" / "architecture.md"
-LEAVES = frozenset({"logs", "fsutil", "bounded_queue", "outcomes", "agent"})
+LEAVES = frozenset({"logs", "fsutil", "bounded_queue", "outcomes", "jsonbound", "agent"})
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
 MAX_DOCSTRING_LINES = 12
@@ -28,7 +28,7 @@ MAX_DOCSTRING_LINES = 12
 DOCSTRINGS_TO_SHORTEN: dict[str, int] = {
     "commands/__init__.py": 18, "commands/say.py": 13, "daemon/health.py": 17,
     "health/report.py": 14, "mqtt/hermes.py": 19,
-    "mqtt/intake.py": 15, "mqtt/limits.py": 16, "mqtt/salvage.py": 14, 
+    "mqtt/intake.py": 15, "mqtt/limits.py": 16, "mqtt/salvage.py": 14,
     "text/frontend.py": 26, "wyoming/connection.py": 20,
 }
 """Modules whose docstring is still longer (path below ``agent/``: its length now). An entry may

@@ -128,6 +128,18 @@ def test_deep_nesting_is_rejected_under_its_id(levels: int) -> None:
     assert rejected.request_id == "deep-1"
 
 
+@pytest.mark.parametrize("payload", [b"[" * 100_000, b"{" * 100_000,
+                                     b'{"text": "x", "a": ' + b"[" * 201 + b"]" * 201 + b"}"])
+def test_deep_json_is_refused_before_any_parser_sees_it(payload: bytes) -> None:
+    """agent.jsonbound measures the nesting first: every command topic and Hermes say gives
+    the same clear reason (and a Hermes error for our site)."""
+    rejected = _rejection("speak", payload, limit=200_000)
+    assert rejected.reason.startswith("malformed JSON: nested too deeply: more than 200")
+    with pytest.raises(HermesRejected, match="nested too deeply: more than 200"):
+        parse_say(b'{"siteId": "s1", "id": "h-1", "x": ' + payload + b"}", site_id="s1",
+                  max_payload_bytes=300_000, max_text_chars=100)
+
+
 @pytest.mark.parametrize(
     ("payload", "request_id"),
     [

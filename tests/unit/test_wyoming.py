@@ -87,6 +87,16 @@ def test_events_outside_the_bounds_are_refused(data: bytes, why: str) -> None:
         read(data)
 
 
+@pytest.mark.parametrize("data", [
+    b"[" * 100_000 + b"\n",
+    b'{"type": "synthesize", "data": {"x": ' + b"[" * 50_000 + b"}}\n",
+    b'{"type": "synthesize", "data_length": 50000}\n' + b"[" * 50_000,
+], ids=["header", "inline-data", "data"])
+def test_deeply_nested_events_are_refused_not_a_crash(data: bytes) -> None:
+    with pytest.raises(ProtocolError, match="nested too deeply"):
+        read(data, max_bytes=256 * 1024)
+
+
 def test_streamed_text_becomes_whole_sentences() -> None:
     buffer = SentenceBuffer(1000)
     assert buffer.add("Hello there") == []
