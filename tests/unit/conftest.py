@@ -2,9 +2,9 @@
 
 An autouse fixture refuses, for every test under ``tests/unit/`` and the fixtures it asks for,
 starting a process (``subprocess``, asyncio's subprocesses, ``os.fork``, ``posix_spawn``,
-``system``, ``exec*``) and a TCP connection to a port no socket of this process bound (a broker,
-an agent, any outside server). The refused call raises :class:`NotInOneProcess`, and the test
-fails at teardown even where the code under test catches that error. Allowed: onnxruntime,
+``system``, ``exec*``) and a TCP connection to a port no socket of this process listens on (a
+broker, an agent, any outside server). The refused call raises :class:`NotInOneProcess`, and the
+test fails at teardown even where the code under test catches that error. Allowed: onnxruntime,
 espeak-ng and alsa-lib in this process, AF_UNIX sockets, servers the test runs here, and the
 standard library's own host probes (``PROBES``). A test that needs a process goes to
 ``tests/integration/``.
@@ -12,7 +12,10 @@ standard library's own host probes (``PROBES``). A test that needs a process goe
 
 from __future__ import annotations
 
+import contextlib
+import ctypes.util
 import os
+import platform
 import socket
 import subprocess
 import sys
@@ -29,11 +32,10 @@ class NotInOneProcess(RuntimeError):
 
 
 class OneProcess:
-    """What the guard refused during one test (``violations``), and the ports this process bound."""
+    """What the guard refused during one test."""
 
     def __init__(self) -> None:
         self.violations: list[str] = []
-        self.bound: set[int] = set()
 
     def refuse(self, what: str) -> NotInOneProcess:
         message = f"{what}: {MOVE}"
@@ -41,16 +43,16 @@ class OneProcess:
         return NotInOneProcess(message)
 
 
-PROBES = (os.path.join("ctypes", "util.py"), os.sep + "platform.py")
+PROBES = frozenset({ctypes.util.__file__, platform.__file__})
 """Standard-library look-ups that shell out on their own: ``ctypes.util.find_library`` (``ldconfig
 -p``, how espeak-ng's library is found before ctypes loads it here) and ``platform.processor()``
-(``uname -p``). They ask the host a question; nothing of the agent runs in the process."""
+(``uname -p``). They ask the host a question; nothing of the agent runs in the child."""
 
 
 def _from_a_probe() -> bool:
     frame = sys._getframe(2)
     while frame is not None:
-        if frame.f_code.co_filename.endswith(PROBES):
+        if frame.f_code.co_filename in PROBES:
             return True
         frame = frame.f_back  # type: ignore[assignment]
     return False
@@ -66,20 +68,28 @@ def _refuse_process(guard: OneProcess, name: str,
     return refused
 
 
-def _inet_stream(sock: socket.socket) -> bool:
-    return sock.family in (socket.AF_INET, socket.AF_INET6) and sock.type == socket.SOCK_STREAM
+def _listening_here(port: int) -> bool:
+    """Whether a socket of this process listens on TCP ``port`` (Linux: ``/proc``)."""
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table, encoding="ascii") as rows:
+            for row in list(rows)[1:]:
+                fields = row.split()
+                if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    inodes.add(f"socket:[{fields[9]}]")
+    for fd in os.listdir("/proc/self/fd") if inodes else ():
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/self/fd/{fd}") in inodes:
+                return True
+    return False
 
 
 def _guard_sockets(guard: OneProcess, monkeypatch: pytest.MonkeyPatch) -> None:
-    bind, connect, connect_ex = socket.socket.bind, socket.socket.connect, socket.socket.connect_ex
-
-    def bound(sock: socket.socket, address: Any) -> None:
-        bind(sock, address)
-        if sock.family in (socket.AF_INET, socket.AF_INET6):
-            guard.bound.add(sock.getsockname()[1])
+    connect, connect_ex = socket.socket.connect, socket.socket.connect_ex
 
     def check(sock: socket.socket, address: Any) -> None:
-        if _inet_stream(sock) and isinstance(address, tuple) and address[1] not in guard.bound:
+        if (sock.family in (socket.AF_INET, socket.AF_INET6) and sock.type == socket.SOCK_STREAM
+                and isinstance(address, tuple) and not _listening_here(address[1])):
             raise guard.refuse(f"a TCP connection to {address[0]}:{address[1]}, which no socket "
                                "of this process listens on (a broker? an agent?)")
 
@@ -91,7 +101,6 @@ def _guard_sockets(guard: OneProcess, monkeypatch: pytest.MonkeyPatch) -> None:
         check(sock, address)
         return connect_ex(sock, address)
 
-    monkeypatch.setattr(socket.socket, "bind", bound)
     monkeypatch.setattr(socket.socket, "connect", guarded_connect)
     monkeypatch.setattr(socket.socket, "connect_ex", guarded_connect_ex)
 
