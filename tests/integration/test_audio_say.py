@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import wave
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import numpy as np
 import pytest
 
 from tests.support.alsa_sink import AlsaConfig, read_samples, trim_silence
+from tests.support.cli import agent_cli
 
 pytestmark = pytest.mark.alsa
 
@@ -24,8 +24,7 @@ def _tts(*args: str, models: Path, alsa: AlsaConfig,
     env = {**os.environ, "TTS_AGENT_MODELS__DIR": str(models),
            "TTS_AGENT_MODELS__DEFAULT_VOICE": "tiny-test", "TTS_AGENT_LOG__FORMAT": "json",
            "TTS_AGENT_AUDIO__DEVICE": device, "ALSA_CONFIG_PATH": str(alsa.path)}
-    return subprocess.run([sys.executable, "-m", "agent", *args], capture_output=True,
-                          text=True, env=env, timeout=120, check=False)
+    return agent_cli(*args, env=env, timeout=120)
 
 
 def test_say_plays_exactly_what_synth_writes(tiny_voice_dir: Path, alsa: AlsaConfig,
@@ -64,9 +63,8 @@ def test_say_reads_stdin_and_scales_volume(tiny_voice_dir: Path, alsa: AlsaConfi
     for path in [out, *out.parent.glob(out.name + ".*")]:
         path.unlink()
 
-    result = subprocess.run(
-        [sys.executable, "-m", "agent", "say", "--volume", "0.5", *env_args],
-        input="Loud.", capture_output=True, text=True, timeout=120, check=False,
+    result = agent_cli(
+        "say", "--volume", "0.5", *env_args, stdin="Loud.", timeout=120,
         env={**os.environ, "TTS_AGENT_MODELS__DIR": str(tiny_voice_dir.parent),
              "TTS_AGENT_MODELS__DEFAULT_VOICE": "tiny-test", "TTS_AGENT_AUDIO__DEVICE": "spk",
              "ALSA_CONFIG_PATH": str(alsa.path), "TTS_AGENT_LOG__FORMAT": "json"},

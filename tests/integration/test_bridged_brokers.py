@@ -12,8 +12,6 @@ agent's topics only, so a Response Topic of the controller's own outside them do
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +21,7 @@ from agent.mqtt.topics import Namespace, TopicFilter
 from agent.settings import Settings
 from tests.integration import test_mqtt_agent, test_mqtt_process, test_reload_agent
 from tests.support.broker import Recorder, agent_env, agent_settings, daemon, running_agent
+from tests.support.cli import agent_cli
 from tests.support.other_brokers import BridgedPair, running_bridged_pair
 
 pytestmark = [pytest.mark.broker, pytest.mark.alsa]
@@ -76,15 +75,11 @@ def test_send_wait_across_the_bridge(mqtt_broker: BridgedPair, tiny_voice_dir: P
     with running_agent(settings), Recorder(mqtt_broker.settings(), [DEV.status.as_filter()],
                                            "watch") as watch:
         watch.wait_json(DEV.status, lambda p: p["state"] == "online")
-        result = subprocess.run(
-            [sys.executable, "-m", "agent", "send", "--device", "t1", "speak", "Over the bridge.",
-             "--wait", "--id", "b-1"], capture_output=True, text=True, env=env, timeout=120,
-            check=False)
+        result = agent_cli("send", "--device", "t1", "speak", "Over the bridge.", "--wait",
+                           "--id", "b-1", env=env, timeout=120)
         assert result.returncode == 0, result.stderr
         assert json.loads(result.stdout.splitlines()[-1])["event"] == "finished"
-        result = subprocess.run(
-            [sys.executable, "-m", "agent", "send", "--device", "t1", "ping", "--wait"],
-            capture_output=True, text=True, env=env, timeout=120, check=False)
+        result = agent_cli("send", "--device", "t1", "ping", "--wait", env=env, timeout=120)
         assert result.returncode == 0, result.stderr
         assert json.loads(result.stdout.splitlines()[-1])["event"] == "pong"
 

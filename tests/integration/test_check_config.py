@@ -21,6 +21,7 @@ import pytest
 
 from tests.support import REPO
 from tests.support.alsa_sink import AlsaConfig
+from tests.support.cli import agent_cli
 from tests.support.make_tiny_voice import VOICE
 
 pytestmark = pytest.mark.alsa
@@ -63,10 +64,9 @@ class Setup:
         self.write()
         base = {k: v for k, v in os.environ.items() if not k.upper().startswith("TTS_AGENT_")}
         base["ALSA_CONFIG_PATH"] = str(self.alsa.path)
-        return subprocess.run(
-            [sys.executable, "-m", "agent", "check-config", "--config", str(self.config), *extra],
-            capture_output=True, text=True, timeout=120, check=False, cwd=cwd or REPO,
-            env={**base, "PYTHONPATH": str(REPO), **(env or {})}, user=user)
+        return agent_cli("check-config", "--config", self.config, *extra, timeout=120,
+                         cwd=cwd or REPO, env={**base, "PYTHONPATH": str(REPO), **(env or {})},
+                         user=user)
 
 
 @pytest.fixture()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import runpy
 import subprocess
-import sys
 import wave
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -25,6 +24,7 @@ from agent.mqtt.topics import Namespace
 from agent.settings import ChimeSettings, Settings
 from tests.support.alsa_sink import AlsaConfig, FifoSink, read_samples, trim_silence
 from tests.support.broker import Broker, Recorder, agent_env, agent_settings, running_agent
+from tests.support.cli import agent_cli
 from tests.support.controller import controller_fixture, final_for, kinds_for
 
 pytestmark = [pytest.mark.broker, pytest.mark.alsa]
@@ -193,8 +193,7 @@ def test_a_stop_during_the_chime_interrupts_the_utterance_before_the_speech(
 
 
 def tts(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "agent", *args], capture_output=True,
-                          text=True, env=env, timeout=120, check=False)
+    return agent_cli(*args, env=env, timeout=120)
 
 
 def test_synth_and_say_play_the_chime_first(

@@ -5,19 +5,19 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import wave
 from pathlib import Path
 
 import pytest
+
+from tests.support.cli import agent_cli
 
 
 def tts(*args: str, models: Path, stdin: str | None = None,
         default_voice: str = "tiny-test") -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "TTS_AGENT_MODELS__DIR": str(models),
            "TTS_AGENT_MODELS__DEFAULT_VOICE": default_voice, "TTS_AGENT_LOG__FORMAT": "json"}
-    return subprocess.run([sys.executable, "-m", "agent", *args], input=stdin,
-                          capture_output=True, text=True, env=env, timeout=120, check=False)
+    return agent_cli(*args, stdin=stdin, env=env, timeout=120)
 
 
 def test_synth_writes_wav(tiny_voice_dir: Path, tmp_path: Path) -> None:

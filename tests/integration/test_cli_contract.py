@@ -23,7 +23,6 @@ import re
 import select
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,6 +33,7 @@ from agent.cli import build_parser
 from agent.commands import EXIT_CODES, NO_ANSWER, OK, USAGE
 from tests.support import REPO
 from tests.support.alsa_sink import AlsaConfig
+from tests.support.cli import AGENT, agent_cli
 
 if TYPE_CHECKING:
     from tests.support.broker import Broker
@@ -60,8 +60,7 @@ def env(tiny_models_dir: Path, tmp_path: Path) -> dict[str, str]:
 
 
 def tts(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "agent", *args], capture_output=True,
-                          text=True, env=env, cwd=cwd, timeout=300, check=False)
+    return agent_cli(*args, env=env, cwd=cwd, timeout=300)
 
 
 def sub_commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> list[str]:
@@ -223,7 +222,7 @@ def test_say_without_a_sound_card_is_one_line_with_what_to_try(
 def test_a_daemon_keeps_its_configured_level(env: dict[str, str], tmp_path: Path) -> None:
     # run logs at log.level (info by default), a command at warning: the daemon's start is in
     # its log (here it then retries a broker that is not there, until SIGTERM).
-    process = subprocess.Popen([sys.executable, "-m", "agent", "run"], stdout=subprocess.DEVNULL,
+    process = subprocess.Popen([*AGENT, "run"], stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd=tmp_path,
                                env={**env, "TTS_AGENT_DEVICE_ID": "cli-test",
                                     "TTS_AGENT_LOG__FORMAT": "json"})
@@ -277,7 +276,7 @@ def _stderr_on_a_terminal(argv: list[str], env: dict[str, str], cwd: Path) -> st
 def test_colour_only_on_a_terminal_and_never_with_no_color(env: dict[str, str],
                                                            tmp_path: Path) -> None:
     args = ["synth", "-v", "--text", "Hello.", "--out", "o.wav"]
-    argv = [sys.executable, "-m", "agent", *args]
+    argv = [*AGENT, *args]
     console = {**env, "TTS_AGENT_LOG__FORMAT": "console"}
     coloured = _stderr_on_a_terminal(argv, console, tmp_path)
     assert "voice_loaded" in coloured and "\x1b[" in coloured  # a terminal: colour

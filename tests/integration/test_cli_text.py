@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.support.alsa_sink import AlsaConfig
+from tests.support.cli import agent_cli
 
 CHINESE = "你好，欢迎光临。"
 HAN = ("text is in Han script, which voice tiny-test (en-us) cannot speak; installed voices "
@@ -26,8 +26,7 @@ def tts(*args: str, models: Path, alsa: AlsaConfig | None = None,
                **env}
     if alsa is not None:
         environ |= {"TTS_AGENT_AUDIO__DEVICE": "spk", "ALSA_CONFIG_PATH": str(alsa.path)}
-    return subprocess.run([sys.executable, "-m", "agent", *args], capture_output=True,
-                          text=True, env=environ, timeout=120, check=False)
+    return agent_cli(*args, env=environ, timeout=120)
 
 
 @pytest.mark.alsa

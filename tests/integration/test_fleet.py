@@ -24,7 +24,6 @@ import select
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -47,6 +46,7 @@ from tests.support.broker import (
     daemon,
     running_agent,
 )
+from tests.support.cli import AGENT, agent_cli
 
 pytestmark = [pytest.mark.broker, pytest.mark.alsa]
 
@@ -58,8 +58,7 @@ BOUND_S = 120
 
 def tts(*args: str, settings: Settings,
         timeout: float = BOUND_S) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "agent", *args], capture_output=True, text=True,
-                          env=agent_env(settings), timeout=timeout, check=False)
+    return agent_cli(*args, env=agent_env(settings), timeout=timeout)
 
 
 def settings_for(broker: Broker, models: Path, work: Path, device: str, *groups: str,
@@ -153,7 +152,7 @@ def test_fleet_filters_and_json(fleet: Settings) -> None:
 
 def test_fleet_watch_prints_changes_and_ends_with_ctrl_c(fleet: Settings,
                                                          mqtt_broker: Broker) -> None:
-    process = subprocess.Popen([sys.executable, "-m", "agent", "fleet", "--watch"],
+    process = subprocess.Popen([*AGENT, "fleet", "--watch"],
                                env=agent_env(fleet), stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
     lines: queue.Queue[str] = queue.Queue()
@@ -184,7 +183,7 @@ def test_fleet_watch_prints_changes_and_ends_with_ctrl_c(fleet: Settings,
 
 def test_fleet_watch_redraws_in_place_on_a_terminal(fleet: Settings) -> None:
     leader, follower = pty.openpty()
-    process = subprocess.Popen([sys.executable, "-m", "agent", "fleet", "--watch"],
+    process = subprocess.Popen([*AGENT, "fleet", "--watch"],
                                env=agent_env(fleet), stdout=follower, stderr=subprocess.PIPE)
     os.close(follower)
     seen = b""

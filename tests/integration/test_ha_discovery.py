@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +25,7 @@ from tests.support.broker import (
     alsa_file_device,
     running_agent,
 )
+from tests.support.cli import agent_cli
 from tests.support.make_tiny_voice import build_bundle
 from tests.support.paced_sink import BYTES_PER_S, PacedSink
 
@@ -251,15 +250,12 @@ def test_remove_command(mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Pat
     settings = ha_settings(mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent")
     with running_agent(settings):
         published = wait_config(watcher)
-    shown = subprocess.run([sys.executable, "-m", "agent", "ha-discovery"],
-                           env=agent_env(settings), capture_output=True, text=True,
-                           timeout=60, check=True)
+    shown = agent_cli("ha-discovery", env=agent_env(settings), timeout=60)
+    assert shown.returncode == 0, shown.stderr  # was check=True
     printed = json.loads(shown.stdout)
     assert printed["topic"] == HA.config.value
     assert printed["payload"]["cmps"] == published["cmps"]
-    result = subprocess.run([sys.executable, "-m", "agent", "ha-discovery", "--remove"],
-                            env=agent_env(settings), capture_output=True, text=True,
-                            timeout=60, check=False)
+    result = agent_cli("ha-discovery", "--remove", env=agent_env(settings), timeout=60)
     assert result.returncode == 0, result.stderr
     assert HA.config.value in result.stdout
     cleared = watcher.wait_for(lambda m: m.topic == HA.config and m.payload == b"", WAIT_S)

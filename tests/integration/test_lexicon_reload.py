@@ -21,6 +21,7 @@ from agent.text.frontend import Frontend
 from tests.integration.test_check_config import Setup, refused
 from tests.support.alsa_sink import AlsaConfig
 from tests.support.broker import Broker, Recorder, agent_settings, running_agent
+from tests.support.cli import agent_cli
 
 pytestmark = [pytest.mark.broker, pytest.mark.alsa]
 
@@ -235,7 +236,6 @@ def test_the_real_voice_speaks_the_lexicon(mqtt_broker: Broker, real_voice_dir: 
 def test_phonemize_shows_the_lexicon(tmp_path: Path, tiny_voice_dir: Path) -> None:
     import json
     import subprocess
-    import sys
 
     from tests.support import REPO
 
@@ -248,9 +248,8 @@ def test_phonemize_shows_the_lexicon(tmp_path: Path, tiny_voice_dir: Path) -> No
                TTS_AGENT_TEXT__LEXICON=str(lexicon))
 
     def phonemize() -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "agent", "phonemize", "--json", "--text",
-                               SENTENCE], capture_output=True, text=True, env=env, timeout=120,
-                              check=False, cwd=tmp_path)
+        return agent_cli("phonemize", "--json", "--text", SENTENCE, env=env, timeout=120,
+                         cwd=tmp_path)
 
     result = phonemize()
     assert result.returncode == 0 and result.stderr == "", result.stderr

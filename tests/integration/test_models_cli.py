@@ -10,7 +10,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import wave
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,6 +22,7 @@ from agent.mqtt.topics import Namespace
 from agent.voice.bundle import resolve_bundle_dir, verify_bundle
 from tests.support import make_tiny_voice
 from tests.support.broker import Broker, Recorder, agent_settings, running_agent
+from tests.support.cli import agent_cli
 
 VOICE = make_tiny_voice.VOICE
 ONNX = f"{VOICE}.onnx"
@@ -34,8 +34,7 @@ def tts(*args: str, models: Path, cwd: Path | None = None) -> subprocess.Complet
     env.update({"TTS_AGENT_MODELS__DIR": str(models), "TTS_AGENT_MODELS__DEFAULT_VOICE": VOICE,
                 "TTS_AGENT_LOG__FORMAT": "json", "TTS_AGENT_LOG__LEVEL": "warning",
                 "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
-    return subprocess.run([sys.executable, "-m", "agent", *args], capture_output=True,
-                          text=True, env=env, timeout=120, check=False, cwd=cwd)
+    return agent_cli(*args, env=env, timeout=120, cwd=cwd)
 
 
 def one_error_line(result: subprocess.CompletedProcess[str]) -> str:
@@ -367,9 +366,8 @@ def test_import_follows_the_size_setting(staged: Path, tmp_path: Path) -> None:
     source = new_model(tmp_path / "dl")
     os.truncate(source, (2 << 20))  # sparse
     env_bound = {"TTS_AGENT_MODELS__MAX_MODEL_BYTES": str(1 << 20)}
-    result = subprocess.run(
-        [sys.executable, "-m", "agent", "models", "import", str(source), "--version", "9.0.0"],
-        capture_output=True, text=True, timeout=120, check=False,
+    result = agent_cli(
+        "models", "import", source, "--version", "9.0.0", timeout=120,
         env={**{k: v for k, v in os.environ.items() if not k.startswith("TTS_AGENT_")},
              "TTS_AGENT_MODELS__DIR": str(staged), **env_bound})
     assert result.returncode == 2

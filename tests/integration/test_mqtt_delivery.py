@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,6 +35,7 @@ from tests.support.broker import (
     daemon,
     running_agent,
 )
+from tests.support.cli import agent_cli
 from tests.support.controller import online_controller
 
 pytestmark = [pytest.mark.broker, pytest.mark.alsa]
@@ -238,9 +238,8 @@ def test_repeat_while_open_gets_the_final_on_its_own_response_topic(
 
 
 def send(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "agent", "send", "--device", "t1", *args,
-                           "--wait", "--timeout", "20"], capture_output=True, text=True,
-                          env=agent_env(settings), timeout=90, check=False)
+    return agent_cli("send", "--device", "t1", *args, "--wait", "--timeout", "20",
+                     env=agent_env(settings), timeout=90)
 
 
 @pytest.mark.parametrize("protocol", ["5", "3.1.1"])

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import pytest
 from agent.mqtt.topics import Namespace
 from agent.settings import Settings
 from tests.support.broker import Broker, Recorder, agent_env, agent_settings, daemon
+from tests.support.cli import AGENT, agent_cli
 
 pytestmark = [pytest.mark.broker, pytest.mark.alsa]
 
@@ -21,8 +21,7 @@ DEV = Namespace("tts").device("t1")
 
 
 def tts(*args: str, settings: Settings, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "agent", *args], capture_output=True, text=True,
-                          env=agent_env(settings), timeout=timeout, check=False)
+    return agent_cli(*args, env=agent_env(settings), timeout=timeout)
 
 
 @pytest.fixture()
@@ -66,7 +65,7 @@ def test_send_wait_prints_the_final_event(mqtt_broker: Broker, tiny_voice_dir: P
     settings = agent_settings(mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent",
                               mqtt={"protocol": protocol})
     log = (tmp_path / "agent.log").open("wb")
-    agent = subprocess.Popen([sys.executable, "-m", "agent", "run"], env=agent_env(settings),
+    agent = subprocess.Popen([*AGENT, "run"], env=agent_env(settings),
                              stdout=log, stderr=subprocess.STDOUT)
     try:
         with Recorder(mqtt_broker.settings(), [DEV.status.as_filter()], "watch") as watch:

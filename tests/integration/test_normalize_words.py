@@ -6,17 +6,16 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
+
+from tests.support.cli import agent_cli
 
 
 def _sentences(models: Path, text: str) -> list[dict[str, Any]]:
     env = {**os.environ, "TTS_AGENT_MODELS__DIR": str(models),
            "TTS_AGENT_MODELS__DEFAULT_VOICE": "tiny-test", "TTS_AGENT_LOG__FORMAT": "json"}
-    result = subprocess.run([sys.executable, "-m", "agent", "phonemize", "--json", "--text", text],
-                            capture_output=True, text=True, env=env, timeout=120, check=False)
+    result = agent_cli("phonemize", "--json", "--text", text, env=env, timeout=120)
     assert result.returncode == 0, result.stderr
     sentences: list[dict[str, Any]] = json.loads(result.stdout)["sentences"]
     return sentences

@@ -7,19 +7,17 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 from tests.support import make_tiny_voice
+from tests.support.cli import agent_cli
 
 
 def phonemes(text: str, models: Path, voice: str = "tiny-test", **env: str) -> str:
     environ = {**os.environ, "TTS_AGENT_MODELS__DIR": str(models),
                "TTS_AGENT_MODELS__DEFAULT_VOICE": "tiny-test", **env}
-    result = subprocess.run([sys.executable, "-m", "agent", "phonemize", "--json", "--voice",
-                             voice, "--text", text], capture_output=True, text=True,
-                            env=environ, timeout=120, check=False)
+    result = agent_cli("phonemize", "--json", "--voice", voice, "--text", text, env=environ,
+                       timeout=120)
     assert result.returncode == 0, result.stderr
     return " ".join(s["phonemes"] for s in json.loads(result.stdout)["sentences"])
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from agent.mqtt.topics import Namespace
 from agent.settings import Settings
 from tests.support import slow_voice
 from tests.support.broker import Broker, Recorder, agent_env, agent_settings, daemon
+from tests.support.cli import agent_cli
 from tests.support.notify_socket import NotifySocket
 
 pytestmark = [pytest.mark.broker]
@@ -51,9 +51,7 @@ def env_without_paths(settings: Settings) -> dict[str, str]:
 
 
 def prepare(config: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "agent", "--config", str(config), "prepare",
-                           *args], env=env, capture_output=True, text=True, timeout=300,
-                          check=False)
+    return agent_cli("--config", config, "prepare", *args, env=env, timeout=300)
 
 
 def first_start(settings: Settings, config: Path, tmp_path: Path, name: str,

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from agent.mqtt.client import InboundMessage
 from agent.mqtt.topics import HERMES_SAY_FINISHED, Namespace, TopicFilter
 from tests.integration import test_mqtt_agent, test_mqtt_process, test_reload_agent
 from tests.support.broker import Recorder, agent_env, agent_settings, daemon, running_agent
+from tests.support.cli import AGENT, agent_cli
 from tests.support.other_brokers import RabbitMq, rabbitmq_missing, running_rabbitmq
 
 pytestmark = [pytest.mark.broker, pytest.mark.alsa]
@@ -108,10 +108,8 @@ def test_a_device_id_and_a_group_with_dots_are_answered(
             final = _json(ctl.wait_for(
                 lambda m, i=request_id: _json(m).get("id") == i and _json(m).get("final")))
             assert final["event"] == "pong" and final["device"] == "kiosk.1", final
-        result = subprocess.run(
-            [sys.executable, "-m", "agent", "send", "--device", "kiosk.1", "ping", "--wait",
-             "--timeout", "20"], capture_output=True, text=True, env=agent_env(settings),
-            timeout=120, check=False)
+        result = agent_cli("send", "--device", "kiosk.1", "ping", "--wait", "--timeout", "20",
+                           env=agent_env(settings), timeout=120)
         assert result.returncode == 0, result.stderr
         assert json.loads(result.stdout.splitlines()[-1])["event"] == "pong"
 
@@ -122,17 +120,15 @@ def test_mqtt_5_is_refused_with_the_hint_to_use_3_1_1(mqtt_broker: RabbitMq, tin
     try MQTT 3.1.1 (it said only to check TLS)."""
     settings = agent_settings(mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent",
                               mqtt={"protocol": "5"})
-    result = subprocess.run(
-        [sys.executable, "-m", "agent", "send", "--device", "t1", "ping", "--timeout", "5"],
-        capture_output=True, text=True, env=agent_env(settings), timeout=120, check=False)
+    result = agent_cli("send", "--device", "t1", "ping", "--timeout", "5",
+                       env=agent_env(settings), timeout=120)
     assert result.returncode == 3
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert "-V 3.1.1" in result.stderr
 
 
 def _tts(settings: Any, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "agent", *args], capture_output=True,
-                          text=True, env=agent_env(settings), timeout=timeout, check=False)
+    return agent_cli(*args, env=agent_env(settings), timeout=timeout)
 
 
 def _device(broker: RabbitMq, models: Path, work: Path, device: str, *groups: str) -> Any:
@@ -201,7 +197,7 @@ def test_group_speak_with_a_member_stopped_names_it(
             Recorder(mqtt_broker.settings(), [events], "events") as watch:
         _wait_online(mqtt_broker, "rb-3")
         send = subprocess.Popen(
-            [sys.executable, "-m", "agent", "send", "--group", "lobby", "speak", "Doors closing.",
+            [*AGENT, "send", "--group", "lobby", "speak", "Doors closing.",
              "--wait", "--timeout", "10", "--settle", "8"], env=agent_env(lobby),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:

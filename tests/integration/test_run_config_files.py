@@ -11,13 +11,13 @@ agent logs at debug level here, so a thread started before the error would show 
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from agent.settings import Settings
 from tests.support.broker import agent_env, alsa_file_device, free_port
+from tests.support.cli import agent_cli
 
 RUNS = 5
 
@@ -34,8 +34,7 @@ def settings_with(tiny_voice_dir: Path, tmp_path: Path, **mqtt: object) -> Setti
 
 
 def run_agent(settings: Settings) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "agent", "run"], capture_output=True, text=True,
-                          env=agent_env(settings), timeout=120, check=False)
+    return agent_cli("run", env=agent_env(settings), timeout=120)
 
 
 @pytest.mark.parametrize("kind", ["missing", "directory"])

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -38,6 +37,7 @@ from tests.support.broker import (
     running_agent,
     running_broker,
 )
+from tests.support.cli import AGENT, agent_cli
 
 pytestmark = pytest.mark.broker
 
@@ -47,8 +47,7 @@ BOUND_S = 20
 
 
 def send(*args: str, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "agent", "send", *args], capture_output=True,
-                          text=True, env=env, timeout=timeout, check=False)
+    return agent_cli("send", *args, env=env, timeout=timeout)
 
 
 def env_for(broker: Broker, tmp_path: Path, **mqtt: object) -> dict[str, str]:
@@ -165,7 +164,7 @@ def test_send_wait_outlasts_its_timeout_while_a_long_announcement_plays(
         with running_agent(settings), Recorder(mqtt_broker.settings(),
                                                [events.as_filter()], "watch") as watch:
             controller = subprocess.Popen(
-                [sys.executable, "-m", "agent", "send", "--device", "t1", "speak", LONG_TEXT,
+                [*AGENT, "send", "--device", "t1", "speak", LONG_TEXT,
                  "--id", "long-1", "--wait", "--progress", "--timeout", "2"],
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                 env=agent_env(settings))

@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,14 +19,14 @@ from agent.mqtt.topics import Namespace
 from agent.settings import Settings
 from tests.support import make_tiny_voice
 from tests.support.broker import Broker, Recorder, agent_env, agent_settings, running_agent
+from tests.support.cli import agent_cli
 
 VOICE = make_tiny_voice.VOICE
 DEV = Namespace("tts").device("t1")
 
 
 def tts_agent(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "agent", *args], env=env, capture_output=True,
-                          text=True, timeout=300, check=False)
+    return agent_cli(*args, env=env, timeout=300)
 
 
 def keygen(prefix: Path) -> str:

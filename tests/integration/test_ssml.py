@@ -9,7 +9,6 @@ import json
 import os
 import runpy
 import subprocess
-import sys
 import wave
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from agent.settings import ChimeSettings
 from agent.text.normalize.say_as import say_as
 from tests.support.alsa_sink import read_samples
 from tests.support.broker import Broker, Recorder, agent_settings, running_agent
+from tests.support.cli import agent_cli
 from tests.support.controller import (
     agent_fixture,
     controller_fixture,
@@ -180,8 +180,7 @@ def test_hermes_say_takes_ssml(mqtt_broker: Broker, tiny_voice_dir: Path,
 
 
 def tts_agent(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "agent", *args], env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
+    return agent_cli(*args, env=env, timeout=300)
 
 
 def wav_samples(path: Path) -> tuple[np.ndarray, int]:
@@ -302,9 +301,8 @@ def test_say_and_synth_refuse_bad_ssml_with_one_line(tiny_voice_dir: Path, tmp_p
                                                      command: str, status: int) -> None:
     extra = ["--out", str(tmp_path / "x.wav")] if command == "synth" else []
     text = ["--text"] if command == "synth" else []
-    done = subprocess.run(
-        [sys.executable, "-m", "agent", command, *text, "<speak><blink/></speak>", *extra],
-        capture_output=True, text=True, timeout=120, check=False,
+    done = agent_cli(
+        command, *text, "<speak><blink/></speak>", *extra, timeout=120,
         env={**_env(tiny_voice_dir), "TTS_AGENT_AUDIO__DEVICE": f"file:'{tmp_path}/o.raw',raw"})
     assert done.returncode == status, done.stderr
     assert done.stderr.strip().splitlines() == [
@@ -314,9 +312,8 @@ def test_say_and_synth_refuse_bad_ssml_with_one_line(tiny_voice_dir: Path, tmp_p
 
 
 def test_send_checks_ssml_before_it_connects(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "agent", "send", "-p", "1", "--device", "t1", "speak", "--ssml",
-         "Hello <break/>"], capture_output=True, text=True, timeout=60, check=False)
+    done = agent_cli("send", "-p", "1", "--device", "t1", "speak", "--ssml", "Hello <break/>",
+                     timeout=60)
     assert done.returncode == 2, done.stderr
     assert "invalid speak command: malformed SSML" in done.stderr
 

@@ -10,8 +10,6 @@ import json
 import shutil
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import wave
 from collections.abc import Iterator
@@ -47,6 +45,7 @@ from tests.support.broker import (
     free_port,
     running_agent,
 )
+from tests.support.cli import agent_cli
 
 pytestmark = [pytest.mark.broker, pytest.mark.alsa]
 
@@ -96,10 +95,8 @@ async def audio_of(client: AsyncClient, *, until: str = AudioStop.__name__) -> t
 
 def synth_wav(settings: Settings, text: str, out: Path) -> tuple[int, bytes]:
     """``tts-agent synth`` of ``text`` with noise off, with the agent's settings."""
-    result = subprocess.run(
-        [sys.executable, "-m", "agent", "synth", "--text", text, "--out", str(out),
-         "--noise-scale", "0", "--noise-w", "0"],
-        env=agent_env(settings), capture_output=True, text=True, timeout=300, check=False)
+    result = agent_cli("synth", "--text", text, "--out", out, "--noise-scale", "0",
+                       "--noise-w", "0", env=agent_env(settings), timeout=300)
     assert result.returncode == 0, result.stderr
     with wave.open(str(out), "rb") as wav:
         assert (wav.getsampwidth(), wav.getnchannels()) == (2, 1)
@@ -262,10 +259,8 @@ def test_ssml_is_rendered_as_an_mqtt_speak_renders_it(agent: AgentService,
         return explicit, detected, bad, foreign
 
     explicit, detected, bad, foreign = asyncio.run(go())
-    result = subprocess.run(
-        [sys.executable, "-m", "agent", "synth", "--ssml", "--text", ssml,
-         "--out", str(tmp_path / "s.wav")],
-        env=agent_env(agent.settings), capture_output=True, text=True, timeout=300, check=False)
+    result = agent_cli("synth", "--ssml", "--text", ssml, "--out", tmp_path / "s.wav",
+                       env=agent_env(agent.settings), timeout=300)
     assert result.returncode == 0, result.stderr
     with wave.open(str(tmp_path / "s.wav"), "rb") as wav:
         expected = wav.readframes(wav.getnframes())

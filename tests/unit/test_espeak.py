@@ -6,25 +6,17 @@ Phonemes pinned here avoid the words whose pronunciation changed between espeak-
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import pytest
 
 from agent.text.espeak import (
-    DATA_ENV,
-    LIBRARY_ENV,
     Clause,
     EspeakError,
     EspeakPhonemizer,
     terminator_of,
 )
-from tests.support import REPO
-
-ROOT = REPO
 
 
 @pytest.fixture(scope="module")
@@ -173,47 +165,6 @@ def test_unknown_voice_is_refused(espeak: EspeakPhonemizer) -> None:
 def test_one_build_per_process(espeak: EspeakPhonemizer) -> None:
     with pytest.raises(EspeakError, match="already loaded"):
         EspeakPhonemizer("en-us", library="/nonexistent/libespeak-ng.so.9")
-
-
-# --- build selection (needs a fresh process: the first phonemizer decides) --------------------
-
-
-def _run_fresh(env_overrides: dict[str, str], code: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in (LIBRARY_ENV, DATA_ENV)}
-    env.update(env_overrides)
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=env, cwd=ROOT, check=False, timeout=120)
-
-
-def test_library_env_selects_the_build(tmp_path: Path) -> None:
-    missing = tmp_path / "libespeak-ng-missing.so"
-    done = _run_fresh({LIBRARY_ENV: str(missing)},
-                      "from agent.text.espeak import EspeakPhonemizer\n"
-                      "try:\n    EspeakPhonemizer('en-us')\n"
-                      "except Exception as exc:\n    print(type(exc).__name__, exc)\n")
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("EspeakError")
-    assert str(missing) in done.stdout
-
-
-def test_data_env_reaches_espeak_initialize(tmp_path: Path) -> None:
-    done = _run_fresh({DATA_ENV: str(tmp_path / "no-data-here")},
-                      "from agent.text.espeak import EspeakPhonemizer\n"
-                      "try:\n    EspeakPhonemizer('en-us')\n"
-                      "except Exception as exc:\n    print(type(exc).__name__, exc)\n")
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("EspeakError")
-    assert "no-data-here" in done.stdout
-
-
-def test_system_library_by_default() -> None:
-    done = _run_fresh({}, "from agent.text.espeak import EspeakPhonemizer\n"
-                          "p = EspeakPhonemizer('en-us')\n"
-                          "print(p.library, p.version, p.terminator_api)\n")
-    assert done.returncode == 0, done.stderr
-    library, version, _ = done.stdout.split()
-    assert "libespeak-ng" in library
-    assert version.startswith("1.")
 
 
 def test_other_data_in_the_same_process_is_refused(espeak: EspeakPhonemizer,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -333,20 +332,3 @@ def test_this_environment_finds_the_checkouts_profiles() -> None:
     assert found, f"no profiles in {sys.prefix}/share/tts-agent: run ./build.sh"
     assert sorted(p.name for p in found[0].glob("*.toml")) == \
         sorted(p.name for p in PROFILES.glob("*.toml"))
-
-
-def test_resolving_a_profile_loads_neither_the_voice_nor_onnxruntime() -> None:
-    """``tts-agent profile`` and the start-up choice of threads stay light."""
-    code = ("import sys\n"
-            "from agent.hardware.effective import resolve_profile\n"
-            "from agent.hardware.tuning import candidate_configs\n"
-            "from agent.settings import Settings\n"
-            "resolve_profile(Settings(device_id='t1'), sysroot=sys.argv[1], use_tune=False)\n"
-            "heavy = [m for m in sys.modules if m.startswith(('onnxruntime', 'agent.voice.',\n"
-            "         'agent.library', 'agent.pipeline', 'agent.mqtt', 'agent.daemon'))]\n"
-            "heavy = [m for m in heavy if m != 'agent.voice.streaming']  # settings' defaults\n"
-            "print(heavy)\n")
-    result = subprocess.run([sys.executable, "-c", code, str(sysroot("rpi4"))],
-                            capture_output=True, text=True, timeout=60, check=False)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "[]"

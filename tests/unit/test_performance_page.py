@@ -7,21 +7,17 @@ run's machine, versions, date, arguments and figures.
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import importlib
 import json
-import os
-import platform
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
-from typing import Any
 
 import pytest
+
+from tests.support.cli import in_process
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"
@@ -34,38 +30,20 @@ VERSIONS = {"python", "onnxruntime", "numpy", "onnx", "piper-tts", "agent"}
 
 
 def report(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(BENCH / "report.py"), *map(str, args)],
-                          capture_output=True, text=True, check=False, cwd=ROOT, timeout=60)
+    """``bench/report.py ARGS``, run in this process as its script runs (``bench/`` first on
+    ``sys.path``); tests/integration/test_generated_pages.py runs the script itself."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        module = importlib.import_module("report")
+        return in_process(*args, main=module.main)
+    finally:
+        sys.path.remove(str(BENCH))
+        for name in ("report", "results"):
+            sys.modules.pop(name, None)
 
 
 def result_files() -> list[Path]:
     return sorted(RESULTS.glob("*.json"))
-
-
-@pytest.fixture
-def bench_module(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """Import a bench module as its scripts do (``bench/`` on ``sys.path``)."""
-    monkeypatch.syspath_prepend(str(BENCH))
-    loaded: list[str] = []
-
-    def load(name: str) -> ModuleType:
-        loaded.append(name)
-        return importlib.import_module(name)
-
-    yield load
-    for name in (*loaded, "results"):
-        sys.modules.pop(name, None)
-
-
-def test_the_committed_page_is_generated_from_the_committed_results() -> None:
-    assert result_files(), "no results committed under bench/results/"
-    done = report("--check")
-    assert done.returncode == 0, done.stderr
-    page = PAGE.read_text(encoding="utf-8")
-    for path in result_files():
-        document = json.loads(path.read_text(encoding="utf-8"))
-        assert f"## {document['bench']}\n" in page
-        assert document["date"] in page
 
 
 def test_every_bench_that_records_has_committed_results() -> None:
@@ -127,44 +105,3 @@ def test_a_malformed_results_file_is_refused(tmp_path: Path) -> None:
     assert "no 'machine'" in done.stderr
     assert "figure 'a' has no unit, what" in done.stderr
     assert not (tmp_path / "page.md").exists()
-
-
-def test_write_result_records_the_run_and_the_page_shows_it(tmp_path: Path,
-                                                           bench_module: Any) -> None:
-    results = bench_module("results")
-    figures = results.Figures()
-    figures.table("Side by side", ["median", "ours", "vs piper"], [
-        ["speed", figures.add("speed", 12.3456789, "x", "audio s per s"),
-         figures.add("speed_vs", 1.61803, "x", "ours / piper")],
-        ["word error rate", figures.add("wer", 4.25, "%", "pocketsphinx"),
-         figures.add("wer_vs", 0.5, "pts", "ours - piper", signed=True)]])
-    figures.add("sentences", 22, "", "held-out sentences")
-    with pytest.raises(ValueError, match="unknown figures"):
-        figures.table("bad", ["a", "b"], [["row", "no-such-figure"]])
-    with pytest.raises(ValueError, match="twice"):
-        figures.add("speed", 1.0, "x", "again")
-    out = tmp_path / "results" / "demo.json"
-    args = argparse.Namespace(json=out, models=ROOT / "models", child=None, runs=3,
-                              sentences=tmp_path / "s.txt")
-    assert results.write_result("demo", figures, args, raw={"k": [1]}, title="A demo.") == out
-
-    document = json.loads(out.read_text(encoding="utf-8"))
-    assert document["bench"] == "demo"
-    assert document["title"] == "A demo."
-    assert document["arguments"] == {"models": "models", "runs": 3,
-                                     "sentences": str(tmp_path / "s.txt")}
-    assert document["machine"]["cores"] == os.cpu_count()
-    assert document["machine"]["arch"] == platform.machine()
-    assert document["versions"]["python"] == platform.python_version()
-    assert len(document["versions"]["agent"]["commit"]) == 40
-    assert document["figures"]["speed"] == {"value": 12.3457, "unit": "x",
-                                            "what": "audio s per s"}
-    assert document["raw"] == {"k": [1]}
-
-    page = tmp_path / "page.md"
-    assert report("--results", out.parent, "--out", page).returncode == 0
-    text = page.read_text(encoding="utf-8")
-    assert "| speed | 12.3x | 1.62x |" in text
-    assert "| word error rate | 4.25 % | +0.500 pts |" in text
-    assert "| `sentences` | 22 | held-out sentences |" in text
-    assert "- arguments: `models=\"models\"`, `runs=3`" in text

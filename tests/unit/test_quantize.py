@@ -428,21 +428,3 @@ def test_cli_calibrates_and_gates_on_the_shipped_sentences_by_default(
         assert record[name]["sha256"] == sentences_sha256(shipped)
         assert record[name]["sentences"] == len(shipped)
 
-
-# --- the real voice ------------------------------------------------------------------------
-
-
-@pytest.mark.voice
-def test_real_voice_int8_keeps_durations_and_quality(real_voice_dir: Path,
-                                                      tmp_path: Path) -> None:
-    calibration = read_sentences(packaged_corpus("calibration"))[:8]
-    heldout = read_sentences(packaged_corpus("heldout"))[:4]
-    model = real_voice_dir / "en_US-joe-medium.onnx"
-    bundle, report = build_int8_bundle(model, tmp_path / "en_US-joe-medium",
-                                       calibration=calibration, heldout=heldout)
-    assert report.durations_match
-    for sentence in report.sentences:
-        assert sentence.samples_int8 == sentence.samples_fp32
-        assert sentence.spectral_snr_db >= DEFAULT_BOUNDS.min_spectral_snr_db
-        assert sentence.mel_distance_db <= DEFAULT_BOUNDS.max_mel_distance_db
-    assert bundle.model_path("int8").stat().st_size < 0.7 * bundle.model_path("fp32").stat().st_size

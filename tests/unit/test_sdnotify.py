@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
-import textwrap
 import time
 import uuid
 from pathlib import Path
@@ -14,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from agent.health.sdnotify import MAX_STATUS_CHARS, Notifier
-from tests.support import REPO
 from tests.support.notify_socket import NotifySocket
 
 
@@ -124,50 +119,3 @@ def test_a_vanished_socket_is_reported_not_raised(tmp_path: Path) -> None:
         assert message is not None and message.fields == {"WATCHDOG": "1"}
     finally:
         again.close()
-
-
-_CHILD = textwrap.dedent("""
-    import signal, sys, threading
-    from agent.health.liveness import Liveness, Watchdog
-    from agent.health.sdnotify import Notifier
-
-    notifier = Notifier.from_environ(unset=True)
-    liveness = Liveness(stall_s=30)
-    turns = [0]
-    liveness.watch("synthesis", busy_since=lambda: None, progress=lambda: turns[0])
-    watchdog = Watchdog(liveness, notifier)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
-    watchdog.start()
-    notifier.ready(status="ready")
-    while not stop.wait(0.05):
-        turns[0] += 1
-    notifier.stopping(status="stopping")
-    watchdog.stop()
-    sys.exit(0)
-""")
-
-
-def test_a_real_process_sends_ready_watchdog_and_stopping_on_sigterm(
-    notify: NotifySocket,
-) -> None:
-    env = {**os.environ, **notify.env(WATCHDOG_USEC="200000")}
-    child = subprocess.Popen([sys.executable, "-c", _CHILD], env=env,
-                             cwd=REPO)
-    try:
-        before_ready = notify.receive_until("READY")
-        assert before_ready[-1].fields["STATUS"] == "ready"
-        pings = [m for m in notify.receive_until("WATCHDOG") + notify.receive_until("WATCHDOG")
-                 if "WATCHDOG" in m]
-        assert len(pings) == 2
-        child.send_signal(signal.SIGTERM)
-        tail = notify.receive_until("STOPPING")
-        assert child.wait(timeout=10) == 0
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-    everything = [*before_ready, *pings, *tail]
-    # systemd (NotifyAccess=main) only accepts messages from the main PID, threads included.
-    assert {m.pid for m in everything} == {child.pid}
-    assert tail[-1].fields == {"STOPPING": "1", "STATUS": "stopping"}

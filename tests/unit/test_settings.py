@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from agent.settings import ConfigError, load_settings
+from tests.support.cli import in_process
 
 
 def write(path: Path, text: str) -> Path:
@@ -76,16 +75,9 @@ def test_password_file_from_credentials_directory(
     assert secret is not None and secret.get_secret_value() == "s3cret"
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    import os
-
-    return subprocess.run([sys.executable, "-m", "agent", *args], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=60, check=False)
-
-
 def test_check_config_prints_masked_settings(tmp_path: Path) -> None:
     config = write(tmp_path / "c.toml", '[mqtt]\nusername = "u"\npassword = "hunter2"\n')
-    result = run_cli("check-config", "--config", str(config))
+    result = in_process("check-config", "--config", str(config))
     assert result.returncode == 0, result.stderr
     assert "hunter2" not in result.stdout
     data = json.loads(result.stdout)
@@ -95,7 +87,7 @@ def test_check_config_prints_masked_settings(tmp_path: Path) -> None:
 
 def test_check_config_reports_errors_with_nonzero_exit(tmp_path: Path) -> None:
     config = write(tmp_path / "c.toml", "[audio]\nvolume = 3\n")
-    result = run_cli("check-config", "--config", str(config))
+    result = in_process("check-config", "--config", str(config))
     assert result.returncode != 0
     assert "audio.volume" in result.stderr
     assert "Traceback" not in result.stderr
