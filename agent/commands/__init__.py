@@ -1,20 +1,11 @@
-"""Sub-commands of ``tts-agent``, one module each.
+"""Sub-commands of ``tts-agent``, one module each, and what they share.
 
-Every module here defines ``register(subparsers)``, which adds its parser and sets
-``handler`` to a function ``(args) -> exit status``. Handlers report expected
-failures by raising :class:`CommandError` (printed as one line, no traceback) with one of the
-exit statuses below, the table of docs/cli.md:
-
-* ``0`` :data:`OK`: success;
-* ``1`` :data:`FAILED`: a runtime failure, the command was valid but could not be done (a
-  damaged model, a failing device, a disk that cannot be written);
-* ``2`` :data:`USAGE`: bad usage or input, refused before anything was done (an unknown
-  option, a value out of range, invalid settings, an unknown voice, text that cannot be
-  spoken, a bundle or file that fails its check);
-* ``3`` :data:`NO_ANSWER`: no answer in time, or none good enough (``send``: no broker, no
-  event for ``--timeout``; ``quantize``: the int8 model failed the quality gate); nothing was
-  changed;
-* ``130`` :data:`INTERRUPTED`: Ctrl-C.
+Every module here defines ``register(subparsers)``, which adds its parser and sets ``handler``
+to a function ``(args) -> exit status``. A handler reports an expected failure by raising
+:class:`CommandError` (one line, no traceback) with one of the exit statuses below
+(:data:`OK`, :data:`FAILED`, :data:`USAGE`, :data:`NO_ANSWER`, :data:`INTERRUPTED`: the table
+of docs/cli.md#exit-codes). The arguments and checks several commands share live here too;
+docs/internals.md#sub-commands-and-exit-statuses.
 """
 
 from __future__ import annotations

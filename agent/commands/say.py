@@ -1,15 +1,9 @@
 """``tts-agent say "text"``: speak on the configured ALSA device, no broker needed.
 
-The request goes through the daemon's own pipeline: a one-place
-:class:`~agent.pipeline.jobs.JobQueue`, the :class:`~agent.pipeline.worker.SynthesisWorker`
-and the :class:`~agent.audio.player.AudioPlayer`, so the first sentence plays while the rest
-are still being synthesized, exactly as for an MQTT ``speak``. A small :class:`_Outcome`
-collector stands in for the MQTT request tracker and keeps the one final event.
-Exit status 0 once everything has been played out; 2 with a one-line reason for an unknown
-voice, text that cannot be spoken or an option out of range; 1 when the voice cannot be loaded
-or the audio device fails (the line suggests a file PCM and ``aplay -L``); 130 on Ctrl-C
-(playback is cut). The player's own warnings about the device are that one line, so ``say``
-logs errors only unless ``-v``.
+The request goes through the daemon's own pipeline (a one-place job queue, the synthesis
+worker, the audio player), so the first sentence plays while the rest is still synthesized; a
+small :class:`_Outcome` collector stands in for the request tracker and keeps the final event.
+Exit statuses: docs/cli.md#say-speak-on-this-machine; the design: docs/internals.md#tts-agent-say.
 """
 
 from __future__ import annotations

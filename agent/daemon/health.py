@@ -1,19 +1,9 @@
 """The daemon's health wiring: one report section per running part, and the workers watched.
 
-- :class:`~agent.health.snapshot.Health` gathers the snapshot: request counts and timings (fed by
-  the :class:`~agent.mqtt.tracker.RequestTracker`), the workers' liveness, and the sections
-  :func:`add_sections` registers (``voices``, ``audio``, ``mqtt``, ``queue``, ``hardware``,
-  ``phrase_cache``, and ``lexicon`` when one is set; their shapes are in
-  :mod:`agent.health.report`).
-- :class:`~agent.health.reporter.HealthReporter` publishes it retained on
-  ``{prefix}/{device}/health`` (only while connected; a fresh one after every connect and
-  every ``ping``) and keeps systemd's ``STATUS=`` line current.
-- :class:`~agent.health.liveness.Watchdog` sends ``WATCHDOG=1`` only while the workers
-  :func:`watch_workers` names (synthesis worker, audio player, MQTT network loop) make
-  progress.
-
-Threads: the section functions run on the thread that takes a snapshot (health reporter,
-dispatch for ``ping``, main for READY and reloads); they only read.
+:func:`add_sections` registers the report's sections (their shapes: :mod:`agent.health.report`)
+with the :class:`~agent.health.snapshot.Health` snapshot; :func:`watch_workers` names the
+workers the systemd watchdog follows. Section functions run on the thread that takes a
+snapshot and only read. The design: docs/internals.md#health-wiring.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """The shape of the health report: what :meth:`agent.health.snapshot.Health.snapshot` returns,
 what is retained on ``{prefix}/{device}/health`` and what the reporters read.
 
-The report is plain JSON-able data, so its types are TypedDicts: the dict that is built
-is the dict that is serialized, key for key and in the same order. The fixed part
-(``schema`` ... ``system``) is built by :class:`~agent.health.snapshot.Health` itself; the
-sections after it come from the providers the daemon registers (:mod:`agent.daemon.health`).
-A provider that raises is reported as :class:`ProviderError` in its section's place.
-
-At run time this module imports nothing from the agent, so any part may name its section
-type here. (No ``from __future__ import annotations``: ``NotRequired`` must be seen at run
-time for ``__required_keys__`` to be right; the names imported for type checking only are
-quoted.)
+TypedDicts, so the dict that is built is the dict that is serialized, key for key. At run time
+this module imports nothing from the agent, so any part may name its section type here; no
+``from __future__ import annotations`` (``NotRequired`` must be seen at run time).
+The design: docs/internals.md#the-health-reports-shape.
 """
 
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict

@@ -1,21 +1,10 @@
 """Hermes (Rhasspy / Snips) text-to-speech compatibility.
 
-``hermes/tts/say`` ``{"text", "siteId", "lang", "id", "sessionId", "volume"}`` is spoken when
-``siteId`` is this device's site id (a missing ``siteId`` means Hermes' ``"default"``). When the
-utterance ends, ``hermes/tts/sayFinished`` ``{"id", "siteId", "sessionId"}`` is published, as
-Rhasspy's dialogue manager waits for it; a failure also publishes ``hermes/error/tts``
-``{"error", "context", "siteId", "sessionId"}`` first.
-
-Hermes producers add fields of their own, so unknown fields are ignored here (unlike our own
-commands); types, sizes and bounds are still checked.
-
-A say that cannot be parsed (not UTF-8, nested too deeply, a lone surrogate escape, over the
-size limit) is still answered with ``hermes/error/tts`` and ``sayFinished`` when its
-``siteId`` can be read and is ours: ``id``, ``siteId`` and ``sessionId`` are read from the
-top-level object with bounded work (:mod:`agent.mqtt.salvage`) and echoed as JSON escapes,
-so even a string that is not valid Unicode comes back as it was sent. On our own events topic
-such a say is answered under its ``id`` when that has the request id syntax, else under a
-generated one.
+``hermes/tts/say`` for this device's site id becomes a ``speak`` command; its end is answered
+on ``hermes/tts/sayFinished`` (after ``hermes/error/tts`` for a failure), also for a say that
+cannot be parsed when its ``siteId`` can be read (:mod:`agent.mqtt.salvage`). Unknown fields
+are ignored. The wire: docs/mqtt-protocol.md#hermes-rhasspy--snips; the design:
+docs/internals.md#hermes.
 """
 
 from __future__ import annotations

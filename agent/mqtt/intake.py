@@ -1,17 +1,9 @@
 """Network-thread intake: inbound message -> validated :class:`Request` on a bounded queue.
 
-Runs on the MQTT network thread, so it only parses, checks and hands on; it never waits.
-A message that cannot be accepted is answered with a ``rejected`` event right here (and
-nothing else happens): malformed JSON, unknown command or field, oversize payload, text too
-long, a forbidden Response Topic, a retained command, a full intake queue, or shutdown. An
-empty retained message is the broker's way of deleting a retained one: it is not a command
-and is ignored.
-
-A QoS 1 message can be delivered again (after a reconnect, or when a controller retries).
-Before a command is queued the tracker is asked to admit it
-(:meth:`agent.mqtt.tracker.RequestTracker.admit`): a repeat of an id in use is answered there
-(``in_progress`` or ``duplicate``) and not queued, so nothing is spoken twice. A rejection
-does not use up the id: the corrected command may be sent again with it.
+Runs on the MQTT network thread, so it only parses, checks and hands on; it never waits. A
+message it cannot accept is answered with a ``rejected`` event right here; a repeat of an id
+in use is answered by the tracker (:meth:`agent.mqtt.tracker.RequestTracker.admit`) and not
+queued. The design: docs/internals.md#the-intake.
 """
 
 from __future__ import annotations

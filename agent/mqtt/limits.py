@@ -1,18 +1,9 @@
-"""The limits of common MQTT brokers that the agent keeps within.
+"""The limits of common MQTT brokers that the agent keeps within (AWS IoT Core's, the tightest).
 
-The tightest of the widely used brokers is AWS IoT Core; keeping within its limits keeps the
-agent usable on any of them (docs/fleet.md, "Brokers"):
-
-- at most :data:`MAX_TOPIC_SLASHES` slashes and :data:`MAX_TOPIC_BYTES` bytes in a topic: the
-  settings bound the topic prefix, device id and group names so that the deepest topic the
-  agent builds keeps within them (``tests/unit/test_broker_limits.py`` builds every one);
-- at most :data:`MAX_FILTERS_PER_SUBSCRIBE` filters in one SUBSCRIBE: :func:`batches` splits
-  the client's subscriptions;
-- at most :data:`MAX_PAYLOAD_BYTES` in a message: :func:`fit_report` shrinks the health report
-  (the one message that grows with what is installed) to fit, and the client refuses to send
-  anything larger (a broker that enforces the limit closes the connection instead).
-
-Shared subscriptions (``$share/...``) are never needed: every device subscribes for itself.
+Slashes and bytes in a topic (:data:`MAX_TOPIC_SLASHES`, :data:`MAX_TOPIC_BYTES`: the settings
+bound what topics are built of), filters in one SUBSCRIBE (:func:`batches`) and bytes in a
+message (:data:`MAX_PAYLOAD_BYTES`; :func:`fit_report` shrinks the health report to fit).
+docs/fleet.md#limits-the-agent-keeps-within.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """A few top-level string fields read from a payload that failed to parse, with bounded work.
 
-A rejected command is answered under the sender's own ``id`` whenever it can be read, so the
-controller can match the rejection (and a Hermes error can be addressed to its site and
-session). Such a payload may be anything: not UTF-8, nested thousands of levels deep, cut
-off, numbers past any parser's limit. :func:`top_level_strings` does not parse it: it looks at
-the first ``max_bytes`` bytes once, decoded with replacement characters, skipping each string
-with one anchored regular expression and counting brackets, and keeps the string values of the
-wanted keys of the top-level object. No recursion, no number conversion, no character looked
-at more than a fixed number of times.
-
-What it returns is untrusted: callers validate a value before they use it (a request id must
-match the id syntax, which also refuses lone surrogates and replacement characters).
+A rejected command is answered under the sender's own ``id`` whenever it can be read (and a
+Hermes error addressed to its site and session). :func:`top_level_strings` does not parse the
+payload: one bounded scan, no recursion, no number conversion. What it returns is untrusted:
+callers validate a value before they use it. The design:
+docs/internals.md#salvaging-fields-of-a-bad-payload.
 """
 
 from __future__ import annotations

@@ -1,28 +1,11 @@
 """Text frontend: a staged pipeline from a request's text to the phoneme ids a Piper voice takes.
 
-The text comes as *pieces* (:data:`agent.text.document.Piece`): plain text, and
-:class:`~agent.text.document.Phonemes` given by the request (SSML ``<phoneme>``) or the lexicon.
-Stages, each a plain function or a small object that tests can pin:
-
-1. :func:`normalize_text` / :func:`clean_text` - NFC, control characters dropped, whitespace
-   collapsed, length limit (adjacent text pieces are one text).
-2. The device lexicon (:class:`TextLexicon`, optional): words and phrases respelled, or split out
-   as given phonemes.
-3. The normalizer (:class:`TextNormalizer`, optional; skipped for ``verbatim`` text): numbers,
-   money, dates, abbreviations... in words.
-4. Symbols without a reading (emoji) dropped (:func:`agent.text.scripts.drop_symbols`), when
-   the frontend is told to.
-5. espeak-ng segmentation and IPA phonemes. Stages 2-5 are memoised together (LRU), keyed by
-   the text and :attr:`Frontend.text_key` (the normalizer's and lexicon's keys): a lexicon
-   swapped while the agent runs is never served from the entries of the old one.
-6. Given phonemes join the sentence they stand in (with word spaces around them), each IPA
-   symbol checked against the voice's id map (:func:`given_phonemes`).
-7. :func:`group_sentences` - clauses to sentences; optionally long sentences split at clause
-   boundaries so streaming can start speaking the first clause early.
-8. :func:`phonemes_to_ids` - the voice's ``phoneme_id_map`` with BOS ``^``, PAD ``_`` after each
-   phoneme and EOS ``$``; punctuation is kept because the voice uses it for prosody.
-
-With no lexicon, no normalizer and symbols kept, plain text gives exactly Piper's ids.
+The text comes as pieces (:data:`agent.text.document.Piece`: plain text and given phonemes).
+The stages, each a function or a small object tests can pin: :func:`normalize_text`, the
+device lexicon (:class:`TextLexicon`), the normalizer (:class:`TextNormalizer`), symbols
+dropped, espeak-ng (memoised, keyed by :attr:`Frontend.text_key`), :func:`given_phonemes`,
+:func:`group_sentences`, :func:`phonemes_to_ids`. With no lexicon, no normalizer and symbols
+kept, plain text gives exactly Piper's ids. The design: docs/internals.md#the-text-frontend.
 """
 
 from __future__ import annotations

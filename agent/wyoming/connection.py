@@ -1,22 +1,11 @@
 """One Wyoming client connection, on the server's event loop thread.
 
-Events, in the order a client sends them:
-
-- ``describe`` -> ``info`` (:class:`agent.wyoming.catalog.Catalog`);
-- ``synthesize`` (text, optional ``voice``: name, speaker, language) -> ``audio-start``,
-  ``audio-chunk``\\ s as they are decoded, ``audio-stop``;
-- ``synthesize-start`` / ``synthesize-chunk``\\ s / ``synthesize-stop`` -> audio sentence by
-  sentence as the text arrives (one ``audio-start`` before the first, one ``audio-stop`` after
-  the last), then ``synthesize-stopped``. A ``synthesize`` inside such a stream is the copy of
-  the whole text that clients send for servers without streaming, and is ignored;
-- ``ping`` -> ``pong``; other events are ignored, as the protocol says.
-
-A request that cannot be served, an event that cannot be read (too large, not JSON) and a
-connection idle past ``idle_timeout_s`` are answered with an ``error`` event (a code and a
-one-line reason), and the connection is closed after it, as wyoming-piper does: a client that
-reads until ``audio-stop`` or ``synthesize-stopped`` and skips other events (Home Assistant
-does) sees the end of the connection instead of waiting for ever.
-Synthesis runs on the server's bounded executor, one chunk at a time, never on this loop.
+``describe`` -> ``info``; ``synthesize`` -> ``audio-start``, ``audio-chunk`` events,
+``audio-stop``; a ``synthesize-start`` ... ``synthesize-stop`` stream -> audio sentence by
+sentence, then ``synthesize-stopped``; ``ping`` -> ``pong``. A request that cannot be served,
+an event that cannot be read and an idle connection get an ``error`` event, and the connection
+is closed. Synthesis runs on the server's bounded executor, never on this loop.
+The design: docs/internals.md#a-wyoming-connection.
 """
 
 from __future__ import annotations

@@ -25,14 +25,6 @@ MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
 MAX_DOCSTRING_LINES = 12
 """A module's docstring says what it is in a few lines and links the doc page of its design."""
-DOCSTRINGS_TO_SHORTEN: dict[str, int] = {
-    "commands/__init__.py": 18, "commands/say.py": 13, "daemon/health.py": 17,
-    "health/report.py": 14, "mqtt/hermes.py": 19,
-    "mqtt/intake.py": 15, "mqtt/limits.py": 16, "mqtt/salvage.py": 14,
-    "text/frontend.py": 26, "wyoming/connection.py": 20,
-}
-"""Modules whose docstring is still longer (path below ``agent/``: its length now). An entry may
-only shrink; one that fits the limit must be struck out. Move the design text to docs/."""
 
 
 @dataclass(frozen=True)
@@ -255,14 +247,7 @@ def _docstring_lines(path: Path) -> int:
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_module_docstring_is_short(path: Path) -> None:
-    lines, name = _docstring_lines(path), str(path.relative_to(PACKAGE))
-    allowed = DOCSTRINGS_TO_SHORTEN.get(name, MAX_DOCSTRING_LINES)
-    assert lines <= allowed, (f"a {lines}-line module docstring (at most {allowed}): say what "
-                              "the module is and link the docs/ page that explains the design")
-    if name in DOCSTRINGS_TO_SHORTEN:
-        assert lines > MAX_DOCSTRING_LINES, f"strike {name} out of DOCSTRINGS_TO_SHORTEN"
-
-
-def test_docstrings_to_shorten_are_modules() -> None:
-    names = {str(p.relative_to(PACKAGE)) for p in SOURCES}
-    assert not DOCSTRINGS_TO_SHORTEN.keys() - names
+    lines = _docstring_lines(path)
+    assert lines <= MAX_DOCSTRING_LINES, (
+        f"a {lines}-line module docstring (at most {MAX_DOCSTRING_LINES}): say what the module "
+        "is and link the docs/ page that explains the design")
