@@ -97,9 +97,15 @@ def configure_logging(level: str = "info", fmt: str = "auto") -> None:
         logging.getLogger(name).setLevel(max(numeric, logging.WARNING))
 
 
+_STDERR = _StderrLogger()
+
+
 def get_logger(name: str) -> Any:
-    """A structlog logger tagged with the module name; lazy, so it follows later configuration."""
-    return structlog.get_logger(module=name)
+    """A structlog logger tagged with the module name; lazy, so it follows later configuration
+    (processors, level), and always written by :class:`_StderrLogger`, configured or not:
+    structlog's default logger calls ``print``, which on CPython 3.11 crashes the process
+    when another thread replaces ``sys.stdout`` meanwhile (docs/internals.md#logging)."""
+    return structlog.wrap_logger(_STDERR, module=name)
 
 
 @contextmanager

@@ -152,6 +152,8 @@ class Dispatcher:
         self._thread: threading.Thread | None = None
         self.steps = 0
         """Requests handled (progress counter for the health watchdog)."""
+        self._answered: str | None = None
+        """The id of the request being handled once its handler has answered it."""
 
     @property
     def admission(self) -> Context:
@@ -195,14 +197,24 @@ class Dispatcher:
             if request is None:
                 continue
             with bind_request(request.id, command=request.name):
+                self._answered = None
                 try:
                     self.handle(request)
                 except Exception as exc:  # answer even when a handler has a bug
                     log.exception("dispatch_error")
-                    self.tracker.answer(request.id, request.name, Outcome.FAILED,
-                                        reason=f"internal error: {type(exc).__name__}",
-                                        reply=request.reply, hermes=request.hermes)
+                    self._answer_failure(request, exc)
             self.steps += 1
+
+    def _answer_failure(self, request: Request, exc: Exception) -> None:
+        """The one final answer of a request whose handler raised: none if the handler had
+        answered it already, the open request's ``failed`` if it was opened (a speak), else
+        ``failed`` at once."""
+        reason = f"internal error: {type(exc).__name__}"
+        if self._answered == request.id or self.tracker.finish(request.id, Outcome.FAILED,
+                                                               reason=reason):
+            return
+        self.tracker.answer(request.id, request.name, Outcome.FAILED, reason=reason,
+                            reply=request.reply, hermes=request.hermes)
 
     def handle(self, request: Request) -> None:
         """Execute one request (dispatch thread)."""
@@ -235,6 +247,7 @@ class Dispatcher:
                 self.on_ping()
 
     def _done(self, request: Request, event: Outcome, **fields: Any) -> None:
+        self._answered = request.id
         self.tracker.answer(request.id, request.name, event,
                             reply=request.reply, hermes=request.hermes, **fields)
 

@@ -22,7 +22,7 @@ from agent.mqtt.client import InboundMessage
 from agent.mqtt.dispatch import Dispatcher, speak_deadline, speak_request
 from agent.mqtt.hermes import HermesOrigin
 from agent.mqtt.intake import Intake, Request
-from agent.mqtt.protocol import SpeakCommand, StopCommand
+from agent.mqtt.protocol import PingCommand, SpeakCommand, StopCommand, VolumeCommand
 from agent.mqtt.publisher import EventPublisher, ReplyRoute
 from agent.mqtt.repeats import IN_PROGRESS_REASON, EndedWith, RecentIds
 from agent.mqtt.topics import HERMES_ERROR, HERMES_SAY, HERMES_SAY_FINISHED, Namespace, Topic
@@ -473,3 +473,24 @@ def test_dispatch_speak_outcomes(tracker: RequestTracker, sent: Sent) -> None:
     assert finals["ok"]["event"] == "interrupted" and finals["ok"]["reason"] == "cleared by stop"
     assert finals["s"]["event"] == "done" and finals["s"]["pending"] == 2
     assert len(jobs) == 0 and tracker.pending() == 0
+
+
+def test_a_handler_that_raises_gets_one_final_answer(tracker: RequestTracker, sent: Sent) -> None:
+    """Raising after its answer went out (``on_ping``) adds no ``failed``; raising before
+    (``on_volume``) is answered ``failed``; either way the dispatcher keeps serving."""
+    def broken() -> None:
+        raise RuntimeError("handler bug")
+
+    dispatcher, _ = make_dispatcher(tracker, Controls())
+    dispatcher.on_ping = broken
+    dispatcher.on_volume = lambda volume: broken()
+    for command, name in ((PingCommand(id="p1"), "ping"), (VolumeCommand(id="v1", volume=0.5),
+                                                           "volume"), (PingCommand(id="p2"), "ping")):
+        dispatcher.requests.put(Request(command, name, None, None, None, None, time.monotonic()))
+    dispatcher.start()
+    try:
+        wait_until(lambda: dispatcher.steps == 3, "the three requests handled")
+    finally:
+        dispatcher.stop(5)
+    finals = [(e["id"], e["event"]) for e in sent.events() if e["final"]]
+    assert finals == [("p1", "pong"), ("v1", "failed"), ("p2", "pong")], finals
