@@ -484,8 +484,9 @@ def test_a_handler_that_raises_gets_one_final_answer(tracker: RequestTracker, se
     dispatcher, _ = make_dispatcher(tracker, Controls())
     dispatcher.on_ping = broken
     dispatcher.on_volume = lambda volume: broken()
-    for command, name in ((PingCommand(id="p1"), "ping"), (VolumeCommand(id="v1", volume=0.5),
-                                                           "volume"), (PingCommand(id="p2"), "ping")):
+    commands = ((PingCommand(id="p1"), "ping"), (VolumeCommand(id="v1", volume=0.5), "volume"),
+                (PingCommand(id="p2"), "ping"))
+    for command, name in commands:
         dispatcher.requests.put(Request(command, name, None, None, None, None, time.monotonic()))
     dispatcher.start()
     try:
