@@ -34,6 +34,7 @@ from agent.cli import build_parser
 from agent.commands import EXIT_CODES, NO_ANSWER, OK, USAGE
 from tests.support import REPO
 from tests.support.alsa_sink import AlsaConfig
+from tests.support.host import TINY_VOICE_ENV
 
 if TYPE_CHECKING:
     from tests.support.broker import Broker
@@ -56,7 +57,8 @@ def env(tiny_models_dir: Path, tmp_path: Path) -> dict[str, str]:
             "TTS_AGENT_MODELS__DEFAULT_VOICE": "tiny-test",
             "TTS_AGENT_CACHE__DIR": str(tmp_path / "cache"),
             "TTS_AGENT_AUDIO__DEVICE": f"file:'{tmp_path}/out.wav',wav",
-            "TTS_AGENT_MQTT__HOST": "127.0.0.1", "TTS_AGENT_MQTT__PORT": str(_closed_port())}
+            "TTS_AGENT_MQTT__HOST": "127.0.0.1", "TTS_AGENT_MQTT__PORT": str(_closed_port()),
+            **TINY_VOICE_ENV}  # a quiet stderr on any CPU (tests/support/host.py)
 
 
 def tts(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:

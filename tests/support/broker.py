@@ -306,12 +306,13 @@ def alsa_file_device(path: Path) -> str:
 
 def agent_settings(broker: Broker, models_dir: Path, work: Path, *, device_id: str = "t1",
                    voice: str = "tiny-test", mqtt: dict[str, Any] | None = None,
-                   audio: dict[str, Any] | None = None) -> Settings:
-    """Settings for an agent talking to ``broker``, speaking into an ALSA file PCM in ``work``."""
+                   audio: dict[str, Any] | None = None, variant: str = "auto") -> Settings:
+    """Settings for an agent talking to ``broker``, speaking into an ALSA file PCM in ``work``
+    (``variant``: ``models.variant``; see :mod:`tests.support.host` for pinning it)."""
     work.mkdir(parents=True, exist_ok=True)
     return Settings(
         device_id=device_id,
-        models={"dir": models_dir, "default_voice": voice, "watch": False},
+        models={"dir": models_dir, "default_voice": voice, "watch": False, "variant": variant},
         audio={"device": alsa_file_device(work / "out.raw"), "keep_open_s": 0.5,
                **(audio or {})},
         mqtt=broker.device_settings(**(mqtt or {})),
