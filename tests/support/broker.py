@@ -272,6 +272,12 @@ class Recorder:
 
     def _record(self, message: InboundMessage) -> None:
         with self._cond:
+            if message.duplicate and any(m.topic == message.topic and m.payload == message.payload
+                                         for m in self.messages):
+                # The broker's own QoS 1 redelivery to this recorder of what it already has (a
+                # persistent session across a broker restart on a busy machine); an agent that
+                # publishes something twice publishes afresh, and that is still recorded.
+                return
             self.messages.append(message)
             self._cond.notify_all()
 
