@@ -160,26 +160,45 @@ setup() {
   prepare
 }
 
-needs_rabbitmq() {  # the pytest arguments select tests/integration/test_rabbitmq.py
-  local arg path paths=0
+test_paths() {  # the pytest arguments that name a test path, made absolute
+  local arg path
   for arg in "$@"; do
     path="${arg%%::*}"
     [[ "$arg" == -* || ! -e "$path" ]] && continue  # an option, or an option's value
-    paths=$((paths + 1))
-    path="$(realpath "$path")"
-    [[ "$ROOT/tests/integration/test_rabbitmq.py/" == "$path/"* ]] && return 0
+    realpath "$path"
   done
-  [ "$paths" -eq 0 ]  # no path given: the whole suite (testpaths)
+}
+
+needs_rabbitmq() {  # the selected tests include tests/integration/test_rabbitmq.py
+  local path paths
+  paths="$(test_paths "$@")"
+  [ -z "$paths" ] && return 0  # no path given: the whole suite (testpaths)
+  while read -r path; do
+    [[ "$ROOT/tests/integration/test_rabbitmq.py/" == "$path/"* ]] && return 0
+  done <<<"$paths"
+  return 1
+}
+
+only_unit_tests() {  # every path given is in tests/unit (which only computes: no waiting)
+  local path paths
+  paths="$(test_paths "$@")"
+  [ -n "$paths" ] || return 1
+  while read -r path; do
+    [[ "$path/" == "$ROOT/tests/unit/"* ]] || return 1
+  done <<<"$paths"
 }
 
 cmd_test() {
   setup
   if needs_rabbitmq "$@"; then apt_packages "${TEST_APT_PACKAGES[@]}"; fi
-  # Parallel (pytest-xdist): most tests wait on a broker, a daemon or a subprocess, so more
-  # workers than cores; TEST_WORKERS overrides (0: all in this process). Plain `--dist load`:
-  # pytest-xdist 3.8's loadgroup/loadscope schedulers hang the run when a worker crashes
+  # Parallel (pytest-xdist): most integration tests wait on a broker, a daemon or a
+  # subprocess, so three workers per core; the unit tests alone only compute, one per core.
+  # TEST_WORKERS overrides (0: all in this process). Plain `--dist load`: pytest-xdist 3.8's
+  # loadgroup/loadscope schedulers hang the run when a worker crashes
   # (pytest-dev/pytest-xdist#1378), where `load` reports the crash and goes on.
-  local workers="${TEST_WORKERS:-$(( $(nproc) * 3 ))}"
+  local workers=$(( $(nproc) * 3 ))
+  if only_unit_tests "$@"; then workers="$(nproc)"; fi
+  workers="${TEST_WORKERS:-$workers}"
   say "running the tests ($workers workers)"
   "$PY" -m pytest -n "$workers" --dist load --durations=15 "$@"
 }
