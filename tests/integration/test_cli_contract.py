@@ -34,7 +34,6 @@ from agent.cli import build_parser
 from agent.commands import EXIT_CODES, NO_ANSWER, OK, USAGE
 from tests.support import REPO
 from tests.support.alsa_sink import AlsaConfig
-from tests.support.host import TINY_VOICE_ENV
 
 if TYPE_CHECKING:
     from tests.support.broker import Broker
@@ -51,6 +50,8 @@ def _closed_port() -> int:
 @pytest.fixture()
 def env(tiny_models_dir: Path, tmp_path: Path) -> dict[str, str]:
     """Settings for the tiny voice, files under tmp_path, no settings file, no broker."""
+    from tests.support.host import TINY_VOICE_ENV  # a quiet stderr on any CPU
+
     keep = {k: v for k, v in os.environ.items()
             if not k.startswith("TTS_AGENT_") and k not in ("NO_COLOR", "ALSA_CONFIG_PATH")}
     return {**keep, "TTS_AGENT_MODELS__DIR": str(tiny_models_dir),
@@ -58,7 +59,7 @@ def env(tiny_models_dir: Path, tmp_path: Path) -> dict[str, str]:
             "TTS_AGENT_CACHE__DIR": str(tmp_path / "cache"),
             "TTS_AGENT_AUDIO__DEVICE": f"file:'{tmp_path}/out.wav',wav",
             "TTS_AGENT_MQTT__HOST": "127.0.0.1", "TTS_AGENT_MQTT__PORT": str(_closed_port()),
-            **TINY_VOICE_ENV}  # a quiet stderr on any CPU (tests/support/host.py)
+            **TINY_VOICE_ENV}
 
 
 def tts(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
