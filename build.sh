@@ -3,7 +3,7 @@
 #
 #   ./build.sh            set up: apt packages (as root), .venv/, the chimes in chimes/, the voice
 #                         under models/ and its start-up cache in .cache/tts-agent/ (prepare)
-#   ./build.sh test       run the test suite (sets up first)
+#   ./build.sh test       run the test suite in parallel (sets up first; TEST_WORKERS=N workers)
 #   ./build.sh demo       the agent speaking a real sentence end to end (sets up first)
 #   ./build.sh voice      (re)lay out the voice bundle under models/ only
 #   ./build.sh int8       add the quantized int8 variant to the voice bundle (part of set-up)
@@ -160,11 +160,47 @@ setup() {
   prepare
 }
 
+test_paths() {  # the pytest arguments that name a test path, made absolute
+  local arg path
+  for arg in "$@"; do
+    path="${arg%%::*}"
+    [[ "$arg" == -* || ! -e "$path" ]] && continue  # an option, or an option's value
+    realpath "$path"
+  done
+}
+
+needs_rabbitmq() {  # the selected tests include tests/integration/test_rabbitmq.py
+  local path paths
+  paths="$(test_paths "$@")"
+  [ -z "$paths" ] && return 0  # no path given: the whole suite (testpaths)
+  while read -r path; do
+    [[ "$ROOT/tests/integration/test_rabbitmq.py/" == "$path/"* ]] && return 0
+  done <<<"$paths"
+  return 1
+}
+
+only_unit_tests() {  # every path given is in tests/unit (which only computes: no waiting)
+  local path paths
+  paths="$(test_paths "$@")"
+  [ -n "$paths" ] || return 1
+  while read -r path; do
+    [[ "$path/" == "$ROOT/tests/unit/"* ]] || return 1
+  done <<<"$paths"
+}
+
 cmd_test() {
   setup
-  apt_packages "${TEST_APT_PACKAGES[@]}"
-  say "running the tests"
-  "$PY" -m pytest "$@"
+  if needs_rabbitmq "$@"; then apt_packages "${TEST_APT_PACKAGES[@]}"; fi
+  # Parallel (pytest-xdist): most integration tests wait on a broker, a daemon or a
+  # subprocess, so three workers per core; the unit tests alone only compute, one per core.
+  # TEST_WORKERS overrides (0: all in this process). Plain `--dist load`: pytest-xdist 3.8's
+  # loadgroup/loadscope schedulers hang the run when a worker crashes
+  # (pytest-dev/pytest-xdist#1378), where `load` reports the crash and goes on.
+  local workers=$(( $(nproc) * 3 ))
+  if only_unit_tests "$@"; then workers="$(nproc)"; fi
+  workers="${TEST_WORKERS:-$workers}"
+  say "running the tests ($workers workers)"
+  "$PY" -m pytest -n "$workers" --dist load --durations=15 "$@"
 }
 
 wait_ready() {

@@ -299,6 +299,9 @@ def test_access_is_checked_for_the_effective_user(setup: Setup, shared_dir: Path
         path.chmod(mode)
     setup.set("mqtt", "cert_file", str(cert)).set("mqtt", "key_file", str(key))
     settings = load_settings(setup.write())
+    # Once as root first, so that every module the checks import is loaded: the checkout may
+    # sit in a directory nobody cannot enter (only the access checks are to run as nobody).
+    run_checks(settings)
 
     def checks_as_nobody() -> dict[str, str | None]:
         os.setegid(NOBODY)

@@ -26,6 +26,7 @@ from tests.support.alsa_sink import AlsaConfig, FifoSink, read_samples, trim_sil
 from tests.support.broker import Broker, Recorder, agent_env, agent_settings, running_agent
 from tests.support.cli import agent_cli
 from tests.support.controller import controller_fixture, final_for, kinds_for
+from tests.support.host import TINY_VOICE_VARIANT
 
 pytestmark = [pytest.mark.broker, pytest.mark.alsa]
 
@@ -48,7 +49,10 @@ def chimes_dir(tmp_path: Path) -> Path:
 
 
 def settings_for(broker: Broker, models: Path, work: Path, chimes: Path, device: str) -> Settings:
-    settings = agent_settings(broker, models, work, audio={"device": device})
+    # the tiny voice's own variant: on a CPU with fast int8 the profile would want int8 and
+    # warn on the stderr that the CLI cases assert quiet (tests/support/host.py)
+    settings = agent_settings(broker, models, work, audio={"device": device},
+                              variant=TINY_VOICE_VARIANT)
     return settings.model_copy(update={"chimes": ChimeSettings(
         dir=chimes, by_priority={"urgent": "alert"})})
 

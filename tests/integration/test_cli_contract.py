@@ -50,13 +50,16 @@ def _closed_port() -> int:
 @pytest.fixture()
 def env(tiny_models_dir: Path, tmp_path: Path) -> dict[str, str]:
     """Settings for the tiny voice, files under tmp_path, no settings file, no broker."""
+    from tests.support.host import TINY_VOICE_ENV  # a quiet stderr on any CPU
+
     keep = {k: v for k, v in os.environ.items()
             if not k.startswith("TTS_AGENT_") and k not in ("NO_COLOR", "ALSA_CONFIG_PATH")}
     return {**keep, "TTS_AGENT_MODELS__DIR": str(tiny_models_dir),
             "TTS_AGENT_MODELS__DEFAULT_VOICE": "tiny-test",
             "TTS_AGENT_CACHE__DIR": str(tmp_path / "cache"),
             "TTS_AGENT_AUDIO__DEVICE": f"file:'{tmp_path}/out.wav',wav",
-            "TTS_AGENT_MQTT__HOST": "127.0.0.1", "TTS_AGENT_MQTT__PORT": str(_closed_port())}
+            "TTS_AGENT_MQTT__HOST": "127.0.0.1", "TTS_AGENT_MQTT__PORT": str(_closed_port()),
+            **TINY_VOICE_ENV}
 
 
 def tts(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -30,6 +30,7 @@ from tests.support.controller import (
     kinds_for,
     online_controller,
 )
+from tests.support.host import SAME_WINDOWS_ENV
 from tests.support.make_tiny_voice import SAMPLE_RATE, build_config, build_model
 
 REPO = Path(__file__).resolve().parents[2]
@@ -321,5 +322,6 @@ def test_send_checks_ssml_before_it_connects(tmp_path: Path) -> None:
 def _env(voice_dir: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TTS_AGENT_")}
     env.update({"TTS_AGENT_MODELS__DIR": str(voice_dir.parent),
-                "TTS_AGENT_MODELS__DEFAULT_VOICE": voice_dir.name})
+                "TTS_AGENT_MODELS__DEFAULT_VOICE": voice_dir.name,
+                **SAME_WINDOWS_ENV})  # audio compared across processes, on a busy machine too
     return env

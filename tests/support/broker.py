@@ -13,6 +13,7 @@ The ``mqtt_broker`` fixture (a plain broker for one test) is registered in ``tes
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import pwd
@@ -21,6 +22,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -79,8 +81,29 @@ class Certificates:
             _run(OPENSSL, "x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey",
                  "ca.key", "-CAcreateserial", "-out", f"{name}.crt", "-days", "2",
                  "-extfile", f"{name}.ext", cwd=directory)
+        return cls.at(directory)
+
+    @classmethod
+    def at(cls, directory: Path) -> Certificates:
         return cls(directory, directory / "ca.crt", directory / "server.crt",
                    directory / "server.key", directory / "client.crt", directory / "client.key")
+
+    @classmethod
+    def copy(cls, directory: Path) -> Certificates:
+        """A copy in ``directory`` of one set made once per test process (``openssl`` five
+        times per TLS broker was most of its start-up); :meth:`make` for a CA of its own."""
+        global _SHARED_CERTS  # noqa: PLW0603 - made once per process, on first use
+        with _SHARED_LOCK:
+            if _SHARED_CERTS is None:
+                made = Path(tempfile.mkdtemp(prefix="tts-test-certs-"))
+                atexit.register(shutil.rmtree, made, ignore_errors=True)
+                _SHARED_CERTS = cls.make(made / "certs")
+        shutil.copytree(_SHARED_CERTS.dir, directory, dirs_exist_ok=True)
+        return cls.at(directory)
+
+
+_SHARED_CERTS: Certificates | None = None
+_SHARED_LOCK = threading.Lock()
 
 
 CLIENT_DEFAULTS: dict[str, Any] = {"reconnect_min_s": 0.1, "reconnect_max_s": 1.0,
@@ -228,7 +251,7 @@ def running_broker(directory: Path, *, tls: bool = False, mutual_tls: bool = Fal
                    users: dict[str, str] | None = None) -> Iterator[Broker]:
     """Start a broker in ``directory`` for the duration of the ``with`` block."""
     directory.mkdir(parents=True, exist_ok=True)
-    certs = Certificates.make(directory / "certs") if (tls or mutual_tls) else None
+    certs = Certificates.copy(directory / "certs") if (tls or mutual_tls) else None
     broker = Broker(directory, free_port(), certs, mutual_tls, dict(users or {}))
     broker.start()
     try:
@@ -249,6 +272,12 @@ class Recorder:
 
     def _record(self, message: InboundMessage) -> None:
         with self._cond:
+            if message.duplicate and any(m.topic == message.topic and m.payload == message.payload
+                                         for m in self.messages):
+                # The broker's own QoS 1 redelivery to this recorder of what it already has (a
+                # persistent session across a broker restart on a busy machine); an agent that
+                # publishes something twice publishes afresh, and that is still recorded.
+                return
             self.messages.append(message)
             self._cond.notify_all()
 
@@ -306,12 +335,13 @@ def alsa_file_device(path: Path) -> str:
 
 def agent_settings(broker: Broker, models_dir: Path, work: Path, *, device_id: str = "t1",
                    voice: str = "tiny-test", mqtt: dict[str, Any] | None = None,
-                   audio: dict[str, Any] | None = None) -> Settings:
-    """Settings for an agent talking to ``broker``, speaking into an ALSA file PCM in ``work``."""
+                   audio: dict[str, Any] | None = None, variant: str = "auto") -> Settings:
+    """Settings for an agent talking to ``broker``, speaking into an ALSA file PCM in ``work``
+    (``variant``: ``models.variant``; see :mod:`tests.support.host` for pinning it)."""
     work.mkdir(parents=True, exist_ok=True)
     return Settings(
         device_id=device_id,
-        models={"dir": models_dir, "default_voice": voice, "watch": False},
+        models={"dir": models_dir, "default_voice": voice, "watch": False, "variant": variant},
         audio={"device": alsa_file_device(work / "out.raw"), "keep_open_s": 0.5,
                **(audio or {})},
         mqtt=broker.device_settings(**(mqtt or {})),
