@@ -9,12 +9,14 @@ from pydantic import Field
 from agent.hardware.runtime import Provider
 from agent.settings.base import Section
 from agent.settings.paths import AbsPath
+from agent.text.limits import DEFAULT_MAX_TEXT_CHARS, HARD_MAX_TEXT_CHARS
 from agent.voice import streaming
 
 
 class SynthesisSettings(Section):
     max_text_chars: int = Field(
-        default=5000, ge=1, le=100_000, description="Longest text accepted per request."
+        default=DEFAULT_MAX_TEXT_CHARS, ge=1, le=HARD_MAX_TEXT_CHARS,
+        description="Longest text accepted per request.",
     )
     phoneme_cache_size: int = Field(
         default=1024, ge=0, le=1_000_000, description="Entries in the phonemization LRU cache."

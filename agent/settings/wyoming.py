@@ -10,6 +10,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from agent.text.limits import DEFAULT_MAX_TEXT_CHARS, HARD_MAX_TEXT_CHARS
+
 __all__ = ["MAX_UNIX_PATH_BYTES", "WyomingSettings", "parse_uri"]
 
 MAX_UNIX_PATH_BYTES = 107
@@ -54,7 +56,7 @@ class WyomingSettings(BaseModel):
         "tcp://0.0.0.0:10200, the port Home Assistant's Wyoming integration expects) or "
         "unix:///ABSOLUTE/PATH; unset = no server.")
     max_text_chars: int = Field(
-        default=5000, ge=1, le=100_000,
+        default=DEFAULT_MAX_TEXT_CHARS, ge=1, le=HARD_MAX_TEXT_CHARS,
         description="Longest text one synthesize request (or one streamed request, all its "
         "chunks together) may have; longer is refused with an error event.")
     max_clients: int = Field(
