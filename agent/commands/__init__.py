@@ -38,6 +38,7 @@ __all__ = [
     "checked_text",
     "read_text",
     "settings_from_args",
+    "shown",
     "synthesis_params",
 ]
 
@@ -61,6 +62,18 @@ EXIT_CODES = {
     INTERRUPTED: "interrupted with Ctrl-C",
 }
 """Every exit status a ``tts-agent`` command returns, with its meaning (docs/cli.md)."""
+
+
+_UNSAFE = [*range(0x20), *range(0x7F, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
+_ESCAPES = {c: f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}" for c in _UNSAFE}
+"""C0 and C1 controls (ESC among them), DEL, and the bidi embeddings, overrides and isolates."""
+
+
+def shown(text: str) -> str:
+    """``text`` safe to print on a terminal: what could move the cursor, clear the screen, set
+    the title or reorder the line (C0/C1 controls, DEL, bidi overrides) written as ``\\xNN`` /
+    ``\\uNNNN``. Every string from the broker goes through it before a human reads it."""
+    return text.translate(_ESCAPES)
 
 
 class CommandError(Exception):

@@ -16,7 +16,7 @@ import shutil
 import sys
 from typing import TYPE_CHECKING, Any
 
-from agent.commands import USAGE, CommandError, add_config_argument, settings_from_args
+from agent.commands import USAGE, CommandError, add_config_argument, settings_from_args, shown
 
 if TYPE_CHECKING:
     from agent.mqtt.fleet_view import DeviceRow, FleetView
@@ -181,10 +181,12 @@ _COLUMNS = ("DEVICE", "STATE", "GROUPS", "VOICE", "VERSION", "QUEUE", "HEALTH", 
 
 
 def _cells(row: DeviceRow) -> tuple[str, ...]:
+    """The row's cells, every string from the broker :func:`~agent.commands.shown` escaped."""
     queue = "-" if row.queue is None else f"{row.queue}/{row.pending or 0}"
     age = "-" if row.health_age_s is None else _age(row.health_age_s)
-    return (row.device, row.state, ",".join(row.groups) or "-", row.voice or "-",
-            row.version or "-", queue, row.health or "-", age, row.last_error or "-")
+    return tuple(shown(cell) for cell in (
+        row.device, row.state, ",".join(row.groups) or "-", row.voice or "-",
+        row.version or "-", queue, row.health or "-", age, row.last_error or "-"))
 
 
 def _age(seconds: float) -> str:

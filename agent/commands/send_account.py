@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agent.commands import FAILED, NO_ANSWER, OK, CommandError
+from agent.commands import FAILED, NO_ANSWER, OK, CommandError, shown
 from agent.commands.send_wait import event_for, succeeded
 from agent.outcomes import Outcome
 
@@ -171,7 +171,8 @@ def _reason(event: dict[str, Any]) -> str:
 
 def summary(account: Account, group: str | None, not_online: dict[str, str]) -> list[str]:
     """The summary's lines (stderr): the count line, then failed, no answer, extra and not
-    online devices by name."""
+    online devices by name; device ids and reasons come from the broker: escaped
+    (:func:`~agent.commands.shown`)."""
     who = f"group {group}" if group is not None else "the fleet"
     answered = len(account.finals)
     failed = account.failed()
@@ -192,4 +193,4 @@ def summary(account: Account, group: str | None, not_online: dict[str, str]) -> 
             extra, {d: _reason(account.extra[d]) for d in extra}))
     if not_online:
         lines.append("not online when sent: " + _names(sorted(not_online), not_online))
-    return lines
+    return [shown(line) for line in lines]

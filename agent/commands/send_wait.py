@@ -13,7 +13,7 @@ import queue
 import time
 from typing import TYPE_CHECKING, Any
 
-from agent.commands import NO_ANSWER, CommandError
+from agent.commands import NO_ANSWER, CommandError, shown
 from agent.outcomes import SUCCESS, Outcome
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ def await_final(inbox: queue.Queue[InboundMessage], request_id: str, timeout: fl
             if single:
                 break
     if not finals:
-        after = f" after {last!r}" if last is not None else ""
+        after = f" after '{shown(last)}'" if last is not None else ""
         raise CommandError(f"no answer to {request_id}: no event for {timeout:g} s{after} "
                            "(--timeout)", status=NO_ANSWER)
     return 0 if all(succeeded(e) for e in finals) else 1

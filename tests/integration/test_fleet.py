@@ -386,3 +386,31 @@ def test_a_flood_past_the_cap_is_counted_not_kept(mqtt_broker: Broker, tiny_voic
         mqtt_broker, tiny_voice_dir.parent, tmp_path, "controller"))
     assert result.returncode == 0, result.stderr
     assert "messages not kept: 1 over 131072 bytes; 1 not the agent's JSON" in result.stderr
+
+
+def test_fleet_shows_the_strings_of_retained_messages_escaped(
+        mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Path) -> None:
+    """A client that can publish a retained status or health message cannot clear the
+    operator's screen or set the terminal's title (#27): the table shows its strings escaped;
+    ``--json`` stays JSON that gives them back as they were."""
+    title, clear = "\x1b]0;pwned\x07", "\x1b[2J"
+    evil = NS.device("evil-1")
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    with Recorder(mqtt_broker.settings(), [], "evil-1") as publisher:
+        publisher.publish(evil.status, {"state": "online", "device": "evil-1",
+                                        "groups": [f"lobby{clear}"], "version": f"6{clear}",
+                                        "default_voice": f"v{title}\u202e",
+                                        "health_interval_s": 30}, retain=True)
+        publisher.publish(evil.health, {"state": "degraded", "reasons": [f"{title}{clear}x"],
+                                        "device_id": "evil-1", "time": now}, retain=True)
+    controller = settings_for(mqtt_broker, tiny_voice_dir.parent, tmp_path, "controller")
+    result = tts("fleet", settings=controller)
+    assert result.returncode == 0, result.stderr
+    shown = result.stdout + result.stderr
+    assert not {"\x1b", "\x07", "\u202e"} & set(shown), ascii(shown)
+    row = table(result.stdout)["evil-1"]
+    assert row[1:5] == ["online", "lobby\\x1b[2J", "v\\x1b]0;pwned\\x07\\u202e", "6\\x1b[2J"]
+    assert row[-1] == "\\x1b]0;pwned\\x07\\x1b[2Jx", result.stdout
+    document = json.loads(tts("fleet", "--json", settings=controller).stdout)
+    device = document["devices"][0]
+    assert device["last_error"] == f"{title}{clear}x" and device["groups"] == [f"lobby{clear}"]
