@@ -1,10 +1,10 @@
 """Chimes: short WAV earcons, played by name before an announcement (docs/chimes.md).
 
-A chime is ``<chimes.dir>/NAME.wav``: 16-bit PCM, mono or stereo, 8000-48000 Hz, at most
-:data:`MAX_CHIME_BYTES` and :data:`MAX_CHIME_S`. Its name comes from the network (a speak's
-``chime``, SSML ``<audio src>``), so it is checked before it touches the file system: a plain
-name (letters, digits, ``_``, ``-``), never a path. The file is opened without following a
-symbolic link and must be a regular file (a FIFO or device is refused without blocking).
+A chime is ``<chimes.dir>/NAME.wav``: 16-bit PCM (the plain or the extensible header), mono or
+stereo, 8000-48000 Hz, at most :data:`MAX_CHIME_BYTES` and :data:`MAX_CHIME_S`. Its name comes
+from the network (a speak's ``chime``, SSML ``<audio src>``), so it is checked before it touches
+the file system: a plain name (letters, digits, ``_``, ``-``), never a path. It is opened
+without following a link and must be a regular file (a FIFO is refused without blocking).
 
 :class:`Chimes` reads a chime once and keeps its samples; a file that changes (size, mtime or
 inode) is read again at its next use, so chimes can be replaced while the agent runs. Every
@@ -18,6 +18,7 @@ import os
 import re
 import stat
 import threading
+import uuid
 import wave
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -50,6 +51,13 @@ RATES = (8000, 48000)
 """The sample rates a chime may have (inclusive)."""
 
 _NAME = re.compile(CHIME_NAME_PATTERN)
+_EXTENSIBLE = 0xFFFE
+"""``WAVE_FORMAT_EXTENSIBLE``: the format code is in the fmt chunk's subformat GUID."""
+_GUID_TAIL = bytes.fromhex("00001000800000aa00389b71")
+"""The last 12 bytes of every ``KSDATAFORMAT_SUBTYPE_*`` GUID of a WAVE format code (the first
+4: the code, little-endian; PCM's GUID is 00000001-0000-0010-8000-00aa00389b71)."""
+_SUBFORMATS = {1: "PCM", 2: "Microsoft ADPCM", 3: "IEEE float", 6: "A-law", 7: "mu-law",
+               0x11: "IMA ADPCM", 0x55: "MPEG layer 3"}
 
 PriorityName = Literal["low", "normal", "high", "urgent"]
 
@@ -68,6 +76,7 @@ def check_name(name: str) -> str:
 
 def read_chime(name: str, data: bytes) -> AudioChunk:
     """The samples of a chime file's bytes; raises :class:`ChimeError` with the reason."""
+    data = _plain_header(name, data)
     try:
         with wave.open(io.BytesIO(data), "rb") as wav:
             if wav.getcomptype() != "NONE":
@@ -90,6 +99,35 @@ def read_chime(name: str, data: bytes) -> AudioChunk:
     if frames == 0:
         raise ChimeError(f"chime {name!r} holds no audio")
     return AudioChunk(audio, fmt, "")
+
+
+def _plain_header(name: str, data: bytes) -> bytes:
+    """``data`` with an extensible fmt chunk whose subformat is PCM written as the plain PCM
+    one (the :mod:`wave` of Python 3.11 reads no other); any other file as it is. Raises
+    :class:`ChimeError` for an extensible header of another subformat."""
+    if data[:4] != b"RIFF" or data[8:12] != b"WAVE":
+        return data
+    offset = 12
+    while offset + 8 <= len(data) and data[offset:offset + 4] != b"fmt ":
+        size = int.from_bytes(data[offset + 4:offset + 8], "little")
+        offset += 8 + size + (size & 1)
+    size = int.from_bytes(data[offset + 4:offset + 8], "little")
+    body = data[offset + 8:offset + 8 + size]
+    if data[offset:offset + 4] != b"fmt " or len(body) < 16 \
+            or int.from_bytes(body[:2], "little") != _EXTENSIBLE:
+        return data
+    if len(body) < 40:
+        raise ChimeError(f"chime {name!r} has an extensible WAV header of {len(body)} bytes, "
+                         "without its subformat (40 bytes); chimes must be 16-bit PCM")
+    guid = body[24:40]
+    code = int.from_bytes(guid[:4], "little")
+    if guid[4:] != _GUID_TAIL or code != 1:
+        known = f" ({_SUBFORMATS.get(code, 'unknown')})" if guid[4:] == _GUID_TAIL else ""
+        raise ChimeError(f"chime {name!r} has an extensible WAV header of subformat "
+                         f"{uuid.UUID(bytes_le=guid)}{known}; chimes must be 16-bit PCM")
+    plain = b"fmt " + (16).to_bytes(4, "little") + (1).to_bytes(2, "little") + body[2:16]
+    rest = data[12:offset] + plain + data[offset + 8 + size + (size & 1):]
+    return b"RIFF" + (4 + len(rest)).to_bytes(4, "little") + b"WAVE" + rest
 
 
 def _check_format(name: str, width: int, channels: int, rate: int) -> None:

@@ -1,12 +1,16 @@
-"""Chimes (agent.audio.chimes): plain names only, regular files only, 16-bit PCM WAVs within
-bounds, every refusal a one-line reason; cached, and read again when the file changes."""
+"""Chimes (agent.audio.chimes): plain names only, regular files only, 16-bit PCM WAVs (the plain
+or the extensible header) within bounds, every refusal a one-line reason; cached, and read again
+when the file changes."""
 
 from __future__ import annotations
 
 import os
+import re
 import struct
+import uuid
 import wave
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -166,3 +170,54 @@ def test_the_shipped_chimes_are_generated_the_same_and_play(tmp_path: Path) -> N
         assert np.abs(samples).max() <= 16384  # -6 dBFS
         assert abs(samples[0]) <= 1 and samples[-1] == 0  # faded in and out: no click
         assert np.abs(samples[:44]).max() < 2000 and np.abs(samples[-44:]).max() < 200
+
+
+PCM_GUID = uuid.UUID("00000001-0000-0010-8000-00aa00389b71")
+"""KSDATAFORMAT_SUBTYPE_PCM."""
+
+
+def extensible_wav(audio: bytes, *, rate: int = 22050, channels: int = 1, bits: int = 16,
+                   subformat: uuid.UUID = PCM_GUID, cb_size: int = 22,
+                   before: bytes = b"") -> bytes:
+    """A WAV with the WAVE_FORMAT_EXTENSIBLE (65534) fmt chunk, as Windows and sox (3+
+    channels) write it; ``before``: chunks ahead of fmt. Python's wave cannot write one."""
+    block = channels * bits // 8
+    fmt = struct.pack("<HHIIHH", 0xFFFE, channels, rate, rate * block, block, bits)
+    fmt += struct.pack("<H", cb_size)
+    if cb_size:
+        fmt += struct.pack("<HI", bits, 0x3 if channels == 2 else 0x4) + subformat.bytes_le
+    chunks = before + b"fmt " + struct.pack("<I", len(fmt)) + fmt
+    chunks += b"data" + struct.pack("<I", len(audio)) + audio + b"\0" * (len(audio) & 1)
+    return b"RIFF" + struct.pack("<I", 4 + len(chunks)) + b"WAVE" + chunks
+
+
+@pytest.mark.parametrize("before", [b"", b"LIST\x03\x00\x00\x00abc\x00"])
+def test_the_extensible_header_of_pcm_plays_the_same_samples(tmp_path: Path, chimes: Chimes,
+                                                             before: bytes) -> None:
+    mono = write_wav(tmp_path / "plain.wav", rate=44100, seed=3)
+    (tmp_path / "ext.wav").write_bytes(extensible_wav(mono, rate=44100, before=before))
+    stereo = write_wav(tmp_path / "plain2.wav", rate=16000, channels=2, seed=4)
+    (tmp_path / "ext2.wav").write_bytes(extensible_wav(stereo, rate=16000, channels=2))
+    for plain, ext in (("plain", "ext"), ("plain2", "ext2")):
+        chunk = chimes.get(ext)
+        assert (chunk.audio, chunk.format) == (chimes.get(plain).audio, chimes.get(plain).format)
+    assert chimes.get("ext2").format == AudioFormat(16000, 2, 2)
+    assert chimes.names() == ["ext", "ext2", "plain", "plain2"]
+
+
+@pytest.mark.parametrize(("wav", "reason"), [
+    ({"bits": 32, "subformat": uuid.UUID("00000003-0000-0010-8000-00aa00389b71")},
+     "of subformat 00000003-0000-0010-8000-00aa00389b71 (IEEE float); chimes must be 16-bit "
+     "PCM"),
+    ({"subformat": uuid.UUID("00000007-0000-0010-8000-00aa00389b71")},
+     "00000007-0000-0010-8000-00aa00389b71 (mu-law)"),
+    ({"subformat": uuid.UUID("00000001-0721-11d3-8644-c8c1ca000000")},  # Ambisonic B-format
+     "of subformat 00000001-0721-11d3-8644-c8c1ca000000; chimes must be 16-bit PCM"),
+    ({"cb_size": 0}, "an extensible WAV header of 18 bytes, without its subformat"),
+    ({"channels": 3}, "has 3 channels; chimes must be mono or stereo"),
+    ({"bits": 24}, "is 24-bit; chimes must be 16-bit PCM"),
+])
+def test_the_extensible_header_of_another_format_is_refused_with_its_reason(
+        wav: dict[str, Any], reason: str) -> None:
+    with pytest.raises(ChimeError, match=f"^chime 'x' .*{re.escape(reason)}"):
+        read_chime("x", extensible_wav(b"\0" * 1200, **wav))
