@@ -1,16 +1,21 @@
 """Strings from the broker are shown escaped (#27 item 12): ``fleet``'s table and the account of
-a group send print no control character, ESC or bidi override a retained message carried.
+a group send (and the no-answer line of send --wait) print no control character, ESC or bidi
+override a retained message or an event carried.
 (The same over a real broker: tests/integration/test_fleet.py.)"""
 
 from __future__ import annotations
 
 import json
+import queue
 import time
 from typing import Any
 
-from agent.commands import shown
+import pytest
+
+from agent.commands import CommandError, shown
 from agent.commands.fleet import format_rows
 from agent.commands.send_account import Account, summary
+from agent.commands.send_wait import await_final
 from agent.mqtt.client import InboundMessage
 from agent.mqtt.fleet_view import FleetView
 from agent.mqtt.topics import Namespace, Topic
@@ -74,3 +79,13 @@ def test_the_summary_of_a_group_send_shows_broker_strings_escaped() -> None:
     assert lines[2] == "no answer: s\\x1b[2J"
     assert lines[3] == "extra (not online in the retained status when sent): x\\u202e (finished)"
     assert lines[4] == "not online when sent: q\\x1b (stopped)"
+
+
+def test_the_no_answer_line_of_send_wait_shows_the_last_event_escaped() -> None:
+    inbox: queue.Queue[InboundMessage] = queue.Queue()
+    inbox.put(message("tts/d/events", {"id": "r1", "event": f"started{TITLE}"}))
+    with pytest.raises(CommandError) as raised:
+        await_final(inbox, "r1", 0.2, reply=None, correlation=None, single=True,
+                    progress=False)
+    assert unsafe(str(raised.value)) == []
+    assert "after 'started\\x1b]0;pwned\\x07'" in str(raised.value), str(raised.value)
