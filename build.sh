@@ -28,7 +28,7 @@ APT_PACKAGES=(
   sox systemd prometheus-node-exporter
 )
 TEST_APT_PACKAGES=(  # only `./build.sh test` needs these
-  rabbitmq-server    # a second broker: tests/integration/test_rabbitmq.py runs a node of its own
+  rabbitmq-server    # a second broker: the tests marked brokers(..., "rabbitmq") run a node of their own
 )
 
 say() {  # bold on a terminal only, and never with NO_COLOR (https://no-color.org)
@@ -169,12 +169,14 @@ test_paths() {  # the pytest arguments that name a test path, made absolute
   done
 }
 
-needs_rabbitmq() {  # the selected tests include tests/integration/test_rabbitmq.py
+needs_rabbitmq() {  # the selected tests include one on RabbitMQ (tests/support/broker_matrix.py)
   local path paths
   paths="$(test_paths "$@")"
   [ -z "$paths" ] && return 0  # no path given: the whole suite (testpaths)
   while read -r path; do
-    [[ "$ROOT/tests/integration/test_rabbitmq.py/" == "$path/"* ]] && return 0
+    # a file (or a directory holding one) with a test marked brokers(..., "rabbitmq") or an
+    # mqtt_broker = broker_fixture("rabbitmq"): test_rabbitmq.py, test_mqtt_agent.py, ...
+    grep -rqsE --include='*.py' '(brokers|broker_fixture)\(.*"rabbitmq"' "$path" && return 0
   done <<<"$paths"
   return 1
 }

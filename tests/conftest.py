@@ -1,6 +1,7 @@
 """Shared fixtures, registered once here: voices (the tiny generated one, the real one prepared
-by build.sh), a real Mosquitto (``mqtt_broker``), an ALSA configuration of the test's own
-(``alsa``) and a stand-in for systemd's notify socket (``notify``).
+by build.sh), a real Mosquitto (``mqtt_broker``; or the bridged pair or the RabbitMQ node that
+a ``brokers`` marker names: :mod:`tests.support.broker_matrix`), an ALSA configuration of the
+test's own (``alsa``) and a stand-in for systemd's notify socket (``notify``).
 
 Test modules use them by naming them as parameters; the plain helpers behind them (``Broker``,
 ``running_broker``, ``AlsaConfig``, ``NotifySocket``, ...) are imported from ``tests.support``.
@@ -17,12 +18,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.support import REPO, make_tiny_voice
+from tests.support import REPO, broker_matrix, make_tiny_voice
 from tests.support.notify_socket import NotifySocket
 
 if TYPE_CHECKING:
     from tests.support.alsa_sink import AlsaConfig
     from tests.support.broker import Broker
+    from tests.support.other_brokers import RabbitMq
 
 ROOT = REPO
 REAL_MODELS = ROOT / "models"
@@ -60,12 +62,25 @@ def real_voice_dir(real_models_dir: Path) -> Path:
 
 
 @pytest.fixture()
-def mqtt_broker(tmp_path: Path) -> Iterator[Broker]:
-    """A plain Mosquitto on a random loopback port, for one test."""
-    from tests.support.broker import running_broker
+def mqtt_broker(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Broker]:
+    """A plain Mosquitto on a random loopback port, for one test; for a test marked ``brokers``
+    the broker of its parameter (``mosquitto``, ``bridged`` or ``rabbitmq``:
+    :mod:`tests.support.broker_matrix`)."""
+    with broker_matrix.open_broker(getattr(request, "param", "mosquitto"), request,
+                                   tmp_path) as broker:
+        yield broker
 
-    with running_broker(tmp_path / "broker") as running:
-        yield running
+
+@pytest.fixture(scope="session")
+def rabbitmq(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RabbitMq]:
+    """One RabbitMQ node for the session (each xdist worker's); skips when it is missing,
+    except in CI (``CI=true``), where it fails."""
+    yield from broker_matrix.rabbitmq_node(tmp_path_factory)
+
+
+@pytest.hookimpl(trylast=True)  # after @pytest.mark.parametrize: the broker's id comes last
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    broker_matrix.parametrize(metafunc)
 
 
 @pytest.fixture()

@@ -1,28 +1,27 @@
 """The agent across two Mosquitto brokers bridged to each other, a small model of a clustered
 deployment (issue #18): devices on broker A, the controller (the tests' recorders, ``send``,
-``fleet``) on broker B, whose configuration bridges the agent's topics both ways to A.
+``fleet``) on broker B, whose configuration bridges the agent's topics both ways to A
+(``tests.support.other_brokers.BridgedPair``: its ``settings()`` are B's, what agents get from
+``agent_settings`` is A's).
 
-The end-to-end tests are the Mosquitto suite's own, run here unchanged: this module only swaps
-the ``mqtt_broker`` fixture they ask for (``tests.support.other_brokers.BridgedPair``: its
-``settings()`` are B's, what agents get from ``agent_settings`` is A's). The bridge carries the
-agent's topics only, so a Response Topic of the controller's own outside them does not cross it
-(``send --wait`` replies in ``tts/reply/...``, which does).
+What only the bridge needs testing is here. The end-to-end tests of the Mosquitto suite run on
+the pair too, where they are: those marked ``@pytest.mark.brokers(..., "bridged", ...)``
+(``tests/support/broker_matrix.py``), their ids ending in ``[bridged]``.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from agent.mqtt.topics import Namespace, TopicFilter
 from agent.settings import Settings
-from tests.integration import test_mqtt_agent, test_mqtt_process, test_reload_agent
 from tests.support.broker import Recorder, agent_env, agent_settings, daemon, running_agent
+from tests.support.broker_matrix import broker_fixture
 from tests.support.cli import agent_cli
-from tests.support.other_brokers import BridgedPair, running_bridged_pair
+from tests.support.other_brokers import BridgedPair
 
 pytestmark = [pytest.mark.broker, pytest.mark.alsa]
 
@@ -31,34 +30,7 @@ EVERY_STATUS = TopicFilter("tts/+/status")  # what a fleet view subscribes to
 EVERY_HEALTH = TopicFilter("tts/+/health")
 
 
-@pytest.fixture()
-def mqtt_broker(tmp_path: Path) -> Iterator[BridgedPair]:
-    with running_bridged_pair(tmp_path / "brokers") as pair:
-        yield pair
-
-
-# The fixtures and tests of the Mosquitto suite, unchanged.
-agent = test_mqtt_agent.agent
-controller = test_mqtt_agent.controller
-settings = test_mqtt_process.settings
-agent_process = test_mqtt_process.agent_process
-versions = test_reload_agent.versions
-start_agent = test_reload_agent.start_agent
-
-test_speak_accepted_started_finished = test_mqtt_agent.test_speak_accepted_started_finished
-test_redelivered_command_is_spoken_once = test_mqtt_agent.test_redelivered_command_is_spoken_once
-test_retained_command_is_not_replayed = test_mqtt_agent.test_retained_command_is_not_replayed
-test_control_commands = test_mqtt_agent.test_control_commands
-test_presence_online_retained_then_stopped = (
-    test_mqtt_agent.test_presence_online_retained_then_stopped)
-test_group_and_fleet_topics = test_mqtt_agent.test_group_and_fleet_topics
-test_hermes_say_and_say_finished = test_mqtt_agent.test_hermes_say_and_say_finished
-test_mqtt_311_agent = test_mqtt_agent.test_mqtt_311_agent
-test_sigkill_makes_the_broker_publish_offline = (
-    test_mqtt_process.test_sigkill_makes_the_broker_publish_offline)
-test_sigterm_stops_cleanly = test_mqtt_process.test_sigterm_stops_cleanly
-test_reload_command_switches_version_and_rolls_back = pytest.mark.voice(
-    test_reload_agent.test_reload_command_switches_version_and_rolls_back)
+mqtt_broker = broker_fixture("bridged")
 
 
 def controller_env(pair: BridgedPair, agent: Settings, protocol: str) -> dict[str, str]:

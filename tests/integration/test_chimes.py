@@ -11,7 +11,7 @@ import json
 import runpy
 import subprocess
 import wave
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +25,7 @@ from agent.settings import ChimeSettings, Settings
 from tests.support.alsa_sink import AlsaConfig, FifoSink, read_samples, trim_silence
 from tests.support.broker import Broker, Recorder, agent_env, agent_settings, running_agent
 from tests.support.cli import agent_cli
-from tests.support.controller import controller_fixture, final_for, kinds_for
+from tests.support.controller import agent_fixture, controller_fixture, final_for, kinds_for
 from tests.support.host import TINY_VOICE_VARIANT
 
 pytestmark = [pytest.mark.broker, pytest.mark.alsa]
@@ -63,14 +63,13 @@ def speaker(alsa: AlsaConfig) -> Path:
 
 
 @pytest.fixture()
-def agent(mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Path, chimes_dir: Path,
-          speaker: Path) -> Iterator[AgentService]:
-    settings = settings_for(mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent", chimes_dir,
-                            "spk")
-    with running_agent(settings) as service:
-        yield service
+def settings(mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Path, chimes_dir: Path,
+             speaker: Path) -> Settings:
+    """The agent's: the chimes above, speaking into the ``spk`` file PCM."""
+    return settings_for(mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent", chimes_dir, "spk")
 
 
+agent = agent_fixture(settings="settings")
 controller = controller_fixture()
 
 

@@ -43,6 +43,7 @@ def audio_bytes(service: AgentService) -> int:
     return path.stat().st_size if path.exists() else 0
 
 
+@pytest.mark.brokers("mosquitto", "bridged", "rabbitmq")
 def test_speak_accepted_started_finished(agent: AgentService, controller: Recorder) -> None:
     controller.publish(DEV.command("speak"), {"id": "hello-1", "text": "Hello there. Bye."})
     final = final_for(controller, "hello-1")
@@ -54,6 +55,7 @@ def test_speak_accepted_started_finished(agent: AgentService, controller: Record
     assert audio_bytes(agent) > 0
 
 
+@pytest.mark.brokers("mosquitto", "rabbitmq")
 def test_generated_id_is_reported_in_every_event(controller: Recorder) -> None:
     controller.publish(DEV.command("speak"), {"text": "No id here."})
     first = controller.wait_json(DEV.events, lambda e: e["event"] == "accepted")
@@ -126,6 +128,7 @@ def test_expired_commands_are_not_spoken(controller: Recorder) -> None:
     assert [e["event"] for e in events_for(controller, "late")] == ["expired"]
 
 
+@pytest.mark.brokers("mosquitto", "bridged", "rabbitmq")
 def test_redelivered_command_is_spoken_once(controller: Recorder) -> None:
     for _ in range(3):  # what a QoS 1 redelivery or a retrying controller looks like
         controller.publish(DEV.command("speak"), {"id": "once", "text": "Only once."})
@@ -139,6 +142,7 @@ def test_redelivered_command_is_spoken_once(controller: Recorder) -> None:
     assert len([kind for kind in kinds if kind in repeats]) == 2, kinds
 
 
+@pytest.mark.brokers("mosquitto", "bridged")
 def test_retained_command_is_not_replayed(mqtt_broker: Broker, tiny_voice_dir: Path,
                                           tmp_path: Path) -> None:
     """A command left retained on the broker is refused when a new subscription picks it up."""
@@ -153,6 +157,7 @@ def test_retained_command_is_not_replayed(mqtt_broker: Broker, tiny_voice_dir: P
     assert [e["event"] for e in events_for(ctl, "sticky")] == ["rejected"]
 
 
+@pytest.mark.brokers("mosquitto", "bridged", "rabbitmq")
 def test_control_commands(agent: AgentService, controller: Recorder) -> None:
     controller.publish(DEV.command("volume"), {"id": "v1", "volume": 0.3})
     assert final_for(controller, "v1") | {"ts": 0} == {
@@ -174,6 +179,7 @@ def test_control_commands(agent: AgentService, controller: Recorder) -> None:
     controller.wait_json(DEV.events, lambda e: e["event"] == "pong" and e["id"] != "p1")
 
 
+@pytest.mark.brokers("mosquitto", "bridged", "rabbitmq")
 def test_presence_online_retained_then_stopped(mqtt_broker: Broker, tiny_voice_dir: Path,
                                                tmp_path: Path) -> None:
     settings = agent_settings(mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent")
@@ -188,6 +194,7 @@ def test_presence_online_retained_then_stopped(mqtt_broker: Broker, tiny_voice_d
     assert stopped["state"] == "stopped"
 
 
+@pytest.mark.brokers("mosquitto", "bridged", "rabbitmq")
 def test_group_and_fleet_topics(mqtt_broker: Broker, tiny_voice_dir: Path,
                                 tmp_path: Path) -> None:
     settings = agent_settings(mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent",
@@ -206,6 +213,7 @@ def test_group_and_fleet_topics(mqtt_broker: Broker, tiny_voice_dir: Path,
         assert events_for(ctl, "g-other") == []
 
 
+@pytest.mark.brokers("mosquitto", "bridged", "rabbitmq")
 def test_hermes_say_and_say_finished(mqtt_broker: Broker, tiny_voice_dir: Path,
                                      tmp_path: Path) -> None:
     settings = agent_settings(mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent",
@@ -232,6 +240,7 @@ def test_hermes_say_and_say_finished(mqtt_broker: Broker, tiny_voice_dir: Path,
                     if m.topic == HERMES_SAY_FINISHED and json.loads(m.payload)["id"] == "x-0"]
 
 
+@pytest.mark.brokers("mosquitto", "bridged", "rabbitmq")
 @pytest.mark.parametrize("protocol", ["3.1.1"])
 def test_mqtt_311_agent(mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Path,
                         protocol: str) -> None:

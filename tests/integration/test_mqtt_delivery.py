@@ -36,7 +36,7 @@ from tests.support.broker import (
     running_agent,
 )
 from tests.support.cli import agent_cli
-from tests.support.controller import online_controller
+from tests.support.controller import agent_fixture, controller_fixture
 
 pytestmark = [pytest.mark.broker, pytest.mark.alsa]
 
@@ -76,17 +76,8 @@ def settings(mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Path) -> Setti
     return agent_settings(mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent")
 
 
-@pytest.fixture()
-def agent(settings: Settings) -> Iterator[AgentService]:
-    with running_agent(settings) as service:
-        yield service
-
-
-@pytest.fixture()
-def controller(mqtt_broker: Broker, agent: AgentService) -> Iterator[Recorder]:
-    """A controller watching everything under the prefix; returns once the agent is online."""
-    with online_controller(mqtt_broker, filters=[EVERYTHING]) as rec:
-        yield rec
+agent = agent_fixture(settings="settings")
+controller = controller_fixture([EVERYTHING])  # everything under the prefix, once online
 
 
 def clear_retained(recorder: Recorder, topic: Topic) -> None:

@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from agent.daemon.service import AgentService
 from agent.mqtt.topics import (
     HERMES_ERROR,
     HERMES_SAY,
@@ -19,7 +17,8 @@ from agent.mqtt.topics import (
     MAX_TOPIC_BYTES,
     Namespace,
 )
-from tests.support.broker import Broker, Recorder, agent_settings, running_agent
+from tests.support.broker import Broker, Recorder
+from tests.support.controller import agent_fixture, controller_fixture
 from tests.support.raw_mqtt import RawPublisher
 
 pytestmark = [pytest.mark.broker, pytest.mark.alsa]
@@ -30,21 +29,9 @@ GROUP = "lobby"
 LONG_NAME = "x" * 600
 
 
-@pytest.fixture()
-def agent(mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Path) -> Iterator[AgentService]:
-    settings = agent_settings(mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent",
-                              mqtt={"groups": [GROUP]})
-    with running_agent(settings) as service:
-        yield service
-
-
-@pytest.fixture()
-def controller(mqtt_broker: Broker, agent: AgentService) -> Iterator[Recorder]:
-    filters = [DEV.events.as_filter(), DEV.status.as_filter(), HERMES_ERROR.as_filter(),
-               HERMES_SAY_FINISHED.as_filter()]
-    with Recorder(mqtt_broker.settings(), filters, "controller") as recorder:
-        recorder.wait_json(DEV.status, lambda p: p["state"] == "online")
-        yield recorder
+agent = agent_fixture(mqtt={"groups": [GROUP]})
+controller = controller_fixture([DEV.events.as_filter(), DEV.status.as_filter(),
+                                 HERMES_ERROR.as_filter(), HERMES_SAY_FINISHED.as_filter()])
 
 
 @pytest.fixture()

@@ -36,6 +36,7 @@ def agent_process(settings: Settings, tmp_path: Path) -> Iterator[subprocess.Pop
         yield process
 
 
+@pytest.mark.brokers("mosquitto", "bridged", "rabbitmq")
 def test_sigkill_makes_the_broker_publish_offline(mqtt_broker: Broker,
                                                   agent_process: subprocess.Popen[bytes]) -> None:
     with Recorder(mqtt_broker.settings(), [DEV.status.as_filter()], "watch") as watch:
@@ -47,6 +48,7 @@ def test_sigkill_makes_the_broker_publish_offline(mqtt_broker: Broker,
         assert late.wait_json(DEV.status, lambda p: True)["state"] == "offline"  # retained
 
 
+@pytest.mark.brokers("mosquitto", "bridged", "rabbitmq")
 def test_sigterm_stops_cleanly(mqtt_broker: Broker, agent_process: subprocess.Popen[bytes],
                                settings: Settings, tmp_path: Path) -> None:
     with Recorder(mqtt_broker.settings(), [DEV.status.as_filter()], "watch") as watch:

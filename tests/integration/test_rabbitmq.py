@@ -1,12 +1,15 @@
 """The agent on a second, independent broker: RabbitMQ's MQTT plugin (Debian's
-``rabbitmq-server``, 3.10: MQTT 3.1.1 only), started by the test (issue #18).
+``rabbitmq-server``, 3.10: MQTT 3.1.1 only), started by the test (issue #18;
+``tests.support.other_brokers.RabbitMq``, whose settings say ``protocol = "3.1.1"``).
 
-The tests are the Mosquitto suite's own, run here unchanged: this module only swaps the
-``mqtt_broker`` fixture they ask for (``tests.support.other_brokers.RabbitMq``, whose settings
-say ``protocol = "3.1.1"``). Those that need MQTT 5 (Response Topic) or a retained message on a
-wildcard subscription (RabbitMQ 3.10 delivers retained messages only on exact topics) are not
-among them; docs/fleet.md, "Brokers", says what differs. ``fleet`` and ``send --group --wait``
-learn the fleet there from a ping instead (``--probe auto``): tested here.
+What only RabbitMQ needs testing is here. The end-to-end tests of the Mosquitto suite run on it
+too, where they are: those marked ``@pytest.mark.brokers(..., "rabbitmq")``
+(``tests/support/broker_matrix.py``: one node for the session, skipped when the package is
+missing except in CI), their ids ending in ``[rabbitmq]``. Those that need MQTT 5 (Response
+Topic) or a retained message on a wildcard subscription (RabbitMQ 3.10 delivers retained
+messages only on exact topics) are not among them; docs/fleet.md, "Brokers", says what
+differs. ``fleet`` and ``send --group --wait`` learn the fleet there from a ping instead
+(``--probe auto``): tested here.
 """
 
 from __future__ import annotations
@@ -21,60 +24,20 @@ from typing import Any
 import pytest
 
 from agent.mqtt.client import InboundMessage
-from agent.mqtt.topics import HERMES_SAY_FINISHED, Namespace, TopicFilter
-from tests.integration import test_mqtt_agent, test_mqtt_process, test_reload_agent
+from agent.mqtt.topics import Namespace, TopicFilter
+from tests.integration import test_mqtt_process
 from tests.support.broker import Recorder, agent_env, agent_settings, daemon, running_agent
+from tests.support.broker_matrix import broker_fixture
 from tests.support.cli import AGENT, agent_cli
-from tests.support.other_brokers import RabbitMq, rabbitmq_missing, running_rabbitmq
+from tests.support.other_brokers import RabbitMq
 
 pytestmark = [pytest.mark.broker, pytest.mark.alsa]
 
 DEV = Namespace("tts").device("t1")
-RETAINED = (DEV.status, DEV.health, HERMES_SAY_FINISHED)
 
 
-@pytest.fixture(scope="module")
-def rabbitmq(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RabbitMq]:
-    """One node for the module (it takes many seconds to boot)."""
-    reason = rabbitmq_missing()
-    if reason is not None:
-        pytest.skip(reason)
-    with running_rabbitmq(tmp_path_factory.mktemp("rabbitmq")) as node:
-        yield node
-
-
-@pytest.fixture()
-def mqtt_broker(rabbitmq: RabbitMq) -> Iterator[RabbitMq]:
-    """The module's node, with the retained topics a previous test left cleared."""
-    with Recorder(rabbitmq.settings(), [], "cleaner") as cleaner:
-        for topic in RETAINED:
-            cleaner.publish(topic, b"", retain=True)
-    yield rabbitmq
-
-
-# The fixtures and tests of the Mosquitto suite, unchanged.
-agent = test_mqtt_agent.agent
-controller = test_mqtt_agent.controller
-settings = test_mqtt_process.settings
-agent_process = test_mqtt_process.agent_process
-versions = test_reload_agent.versions
-start_agent = test_reload_agent.start_agent
-
-test_speak_accepted_started_finished = test_mqtt_agent.test_speak_accepted_started_finished
-test_generated_id_is_reported_in_every_event = (
-    test_mqtt_agent.test_generated_id_is_reported_in_every_event)
-test_redelivered_command_is_spoken_once = test_mqtt_agent.test_redelivered_command_is_spoken_once
-test_control_commands = test_mqtt_agent.test_control_commands
-test_presence_online_retained_then_stopped = (
-    test_mqtt_agent.test_presence_online_retained_then_stopped)
-test_group_and_fleet_topics = test_mqtt_agent.test_group_and_fleet_topics
-test_hermes_say_and_say_finished = test_mqtt_agent.test_hermes_say_and_say_finished
-test_mqtt_311_agent = test_mqtt_agent.test_mqtt_311_agent
-test_sigkill_makes_the_broker_publish_offline = (
-    test_mqtt_process.test_sigkill_makes_the_broker_publish_offline)
-test_sigterm_stops_cleanly = test_mqtt_process.test_sigterm_stops_cleanly
-test_reload_command_switches_version_and_rolls_back = pytest.mark.voice(
-    test_reload_agent.test_reload_command_switches_version_and_rolls_back)
+mqtt_broker = broker_fixture("rabbitmq")
+"""The session's node, with the retained topics a previous test left cleared."""
 
 
 def test_send_wait_prints_the_final_event(mqtt_broker: RabbitMq, tiny_voice_dir: Path,

@@ -214,6 +214,7 @@ def test_broken_model_is_rejected_and_the_old_voice_keeps_speaking(
     assert [e["event"] for e in agent.model_events()] == ["model_loaded", "model_rejected"]
 
 
+@pytest.mark.brokers("mosquitto", "bridged", "rabbitmq")
 def test_reload_command_switches_version_and_rolls_back(
     versions: Path, tmp_path: Path, start_agent: Callable[[Path], Agent]
 ) -> None:

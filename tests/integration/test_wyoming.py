@@ -12,7 +12,6 @@ import signal
 import socket
 import threading
 import wave
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +45,7 @@ from tests.support.broker import (
     running_agent,
 )
 from tests.support.cli import agent_cli
+from tests.support.controller import agent_fixture
 
 pytestmark = [pytest.mark.broker, pytest.mark.alsa]
 
@@ -104,11 +104,13 @@ def synth_wav(settings: Settings, text: str, out: Path) -> tuple[int, bytes]:
 
 
 @pytest.fixture()
-def agent(mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Path) -> Iterator[AgentService]:
-    settings = tcp_settings(mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent",
-                            max_clients=2, max_text_chars=200)
-    with running_agent(settings) as service:
-        yield service
+def settings(mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Path) -> Settings:
+    """The agent's: Wyoming on a TCP port, at most 2 clients and 200 characters a request."""
+    return tcp_settings(mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent",
+                        max_clients=2, max_text_chars=200)
+
+
+agent = agent_fixture(settings="settings")
 
 
 def test_describe_lists_the_installed_voices(agent: AgentService) -> None:

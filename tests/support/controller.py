@@ -1,7 +1,8 @@
 """The controller side of the integration tests: an MQTT client watching one device's events and
 status over the test broker (:class:`~tests.support.broker.Recorder`), which a test gets once the
 agent says it is online, and what it reads of a request's events. A test module that wants the
-usual pair of fixtures writes ``agent = agent_fixture()`` and ``controller = controller_fixture()``.
+usual pair of fixtures writes ``agent = agent_fixture()`` and ``controller = controller_fixture()``
+(with the module's settings or filters, see :func:`agent_fixture`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pytest
 
 from agent.daemon.service import AgentService
 from agent.mqtt.topics import DeviceTopics, Namespace, TopicFilter
+from agent.settings import Settings
 from tests.support.broker import Broker, Recorder, agent_settings, running_agent
 
 __all__ = ["DEV", "agent_fixture", "controller_fixture", "events_for", "final_for", "kinds_for",
@@ -55,26 +57,34 @@ def final_for(recorder: Recorder, request_id: str, timeout: float = 60,
                               timeout)
 
 
-def agent_fixture(prepare: Callable[[Path], None] | None = None) -> Any:
+def agent_fixture(prepare: Callable[[Path], None] | None = None, *, settings: str | None = None,
+                  **overrides: Any) -> Any:
     """An ``agent`` fixture: the agent with the tiny voice on the test broker, speaking into an
-    ALSA file PCM (:func:`tests.support.broker.agent_settings`); ``prepare`` is given the models
-    directory first (to install another voice)."""
+    ALSA file PCM (:func:`tests.support.broker.agent_settings`, given ``overrides``: ``mqtt``,
+    ``audio``, ``variant``, ...); ``prepare`` is given the models directory first (to install
+    another voice). ``settings`` names a fixture of the module that gives the agent's
+    :class:`~agent.settings.Settings` instead (one that needs other fixtures: chimes, a
+    speaker)."""
     @pytest.fixture()
-    def agent(mqtt_broker: Broker, tiny_voice_dir: Path,
+    def agent(request: pytest.FixtureRequest, mqtt_broker: Broker, tiny_voice_dir: Path,
               tmp_path: Path) -> Iterator[AgentService]:
         if prepare is not None:
             prepare(tiny_voice_dir.parent)
-        settings = agent_settings(mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent")
-        with running_agent(settings) as service:
+        chosen: Settings = (
+            request.getfixturevalue(settings) if settings is not None
+            else agent_settings(mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent",
+                                **overrides))
+        with running_agent(chosen) as service:
             yield service
     return agent
 
 
-def controller_fixture() -> Any:
-    """A ``controller`` fixture for the module's ``agent`` fixture: :func:`online_controller`."""
+def controller_fixture(filters: Sequence[TopicFilter] | None = None) -> Any:
+    """A ``controller`` fixture for the module's ``agent`` fixture: :func:`online_controller`
+    (watching ``filters`` when given)."""
     @pytest.fixture()
     def controller(mqtt_broker: Broker, agent: AgentService) -> Iterator[Recorder]:
         """A controller watching the device's events; returns once the agent is online."""
-        with online_controller(mqtt_broker) as recorder:
+        with online_controller(mqtt_broker, filters=filters) as recorder:
             yield recorder
     return controller
