@@ -39,10 +39,11 @@ def rec(mqtt_broker: Broker) -> Iterator[Recorder]:
         yield recorder
 
 
-def settings_for(broker: Broker, tmp_path: Path) -> Settings:
+def settings_for(broker: Broker, tmp_path: Path, **journal: Any) -> Settings:
     models = tmp_path / "models"
     stall_voice.build_bundle(models)
-    return agent_settings(broker, models, tmp_path / "agent", voice=stall_voice.VOICE)
+    return agent_settings(broker, models, tmp_path / "agent", voice=stall_voice.VOICE,
+                          mqtt={"journal": journal} if journal else None)
 
 
 def wait_online(rec: Recorder, times: int) -> None:
@@ -116,5 +117,37 @@ def test_a_directory_where_the_journal_should_be_is_stated_and_recovered_from(
         finals = [finals_for(rec, request_id) for request_id in ids]
         assert [[(e["event"], e["reason"]) for e in f] for f in finals] == [
             [("failed", "agent restarted")]] * len(ids)
+        agent.send_signal(signal.SIGTERM)
+        assert agent.wait(30) == 0
+
+
+def test_a_journal_whose_directory_is_a_file_is_stated_until_it_can_be_made(
+        mqtt_broker: Broker, rec: Recorder, tmp_path: Path) -> None:
+    """``mqtt.journal.file`` under a path whose parent is a file: the agent starts and serves,
+    saying so; once the file is gone the next accept makes the directory and the journal."""
+    blocker = tmp_path / "state"
+    blocker.write_bytes(b"a file where the journal's directory should be")
+    path = blocker / JOURNAL_NAME
+    settings = settings_for(mqtt_broker, tmp_path, file=str(path))
+    with daemon(settings, tmp_path / "first.log") as agent:
+        wait_online(rec, 1)
+        hang = speak(rec, "hang", speed=stall_voice.HANG_SPEED)
+        assert hang["event"] == "accepted" and hang["journaled"] is False
+        bad = health_after_ping(rec, "p-0")
+        assert bad["state"] == "degraded" and bad["journal"]["path"] == str(path)
+        assert bad["journal"]["reason"] == f"cannot write {path}: File exists"
+        blocker.unlink()
+        kept = speak(rec, "kept")
+        assert kept["event"] == "accepted" and "journaled" not in kept
+        again = health_after_ping(rec, "p-1")
+        assert again["journal"]["state"] == "ok" and path.is_file()
+        agent.send_signal(signal.SIGKILL)
+        assert agent.wait(30) == -signal.SIGKILL
+    with daemon(settings, tmp_path / "second.log") as agent:
+        wait_online(rec, 2)
+        for request_id in ("hang", "kept"):
+            final = rec.wait_json(DEV.events, lambda e, rid=request_id: (
+                e["id"] == rid and e["final"]), WAIT_S)
+            assert (final["event"], final["reason"]) == ("failed", "agent restarted")
         agent.send_signal(signal.SIGTERM)
         assert agent.wait(30) == 0
