@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from agent.health.report import (
         AudioSection,
         HardwareSection,
+        JournalSection,
         MqttSection,
         PhraseCacheSection,
         QueueSection,
@@ -27,12 +28,14 @@ if TYPE_CHECKING:
     from agent.health.snapshot import Health
     from agent.library.voices import VoiceLibrary
     from agent.mqtt.client import MqttClient
+    from agent.mqtt.journal import RequestJournal
     from agent.mqtt.tracker import RequestTracker
     from agent.pipeline.buffering import Buffering
     from agent.pipeline.phrase_cache import PhraseCache
     from agent.settings import MqttSettings, Settings
 
-__all__ = ["MIN_BEAT_TIMEOUT_S", "ServiceParts", "add_sections", "watch_workers"]
+__all__ = ["MIN_BEAT_TIMEOUT_S", "ServiceParts", "add_sections", "journal_section",
+           "watch_workers"]
 
 MIN_BEAT_TIMEOUT_S = 5.0
 """The synthesis and MQTT loops turn at least every 0.5 s; one that has not turned for
@@ -95,6 +98,9 @@ class ServiceParts(Protocol):
     def requests(self) -> queue.Queue[Any]: ...
 
     @property
+    def journal(self) -> RequestJournal: ...
+
+    @property
     def profile(self) -> EffectiveProfile | None: ...
 
     @property
@@ -111,6 +117,7 @@ def add_sections(health: Health, parts: ServiceParts) -> None:
     health.add_provider("audio", partial(audio_section, parts.player, parts.worker))
     health.add_provider("mqtt", partial(mqtt_section, parts.client, settings.mqtt))
     health.add_provider("queue", partial(queue_section, parts))
+    health.add_provider("journal", partial(journal_section, parts.journal))
     health.add_provider("hardware", partial(hardware_section, parts.profile, settings.profile,
                                             parts.profile_error))
     health.add_provider("phrase_cache", partial(phrase_cache_section, parts.phrase_cache))
@@ -161,6 +168,16 @@ def mqtt_section(client: MqttClient | None, mqtt: MqttSettings) -> MqttSection:
 def queue_section(parts: ServiceParts) -> QueueSection:
     return {"depth": len(parts.jobs), "max": parts.jobs.maxsize,
             "pending": parts.tracker.pending(), "intake": parts.requests.qsize()}
+
+
+def journal_section(journal: RequestJournal) -> JournalSection:
+    """The request journal: ``degraded`` while its file cannot be written (speak requests are
+    then accepted with ``journaled: false``), the reason naming the path and the error."""
+    problem = journal.problem
+    return {"enabled": journal.enabled, "path": str(journal.path),
+            "writable": journal.active, "requests": journal.count(),
+            "unjournaled": journal.unjournaled, "refused": journal.refused,
+            "state": "degraded" if problem else "ok", "reason": problem}
 
 
 def hardware_section(profile: EffectiveProfile | None, setting: str | None,

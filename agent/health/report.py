@@ -20,6 +20,7 @@ __all__ = [
     "HardwareSection",
     "HealthReport",
     "HealthSummary",
+    "JournalSection",
     "LexiconSection",
     "LoadedVoice",
     "MqttSection",
@@ -229,6 +230,25 @@ class QueueSection(TypedDict):
     """Commands received and not dispatched yet."""
 
 
+class JournalSection(TypedDict):
+    """The request journal (:meth:`agent.mqtt.journal.RequestJournal.status`): ``degraded``
+    while its file cannot be written (speak requests are then accepted ``journaled: false``)."""
+
+    enabled: bool
+    path: str
+    writable: bool
+    """The file is open for appending (false with the journal off, too)."""
+    requests: int
+    """Unfinished requests it knows of."""
+    unjournaled: int
+    """Requests accepted, since start, while the file could not be written."""
+    refused: int
+    """Requests refused, since start, because it was full."""
+    state: Literal["ok", "degraded"]
+    reason: str | None
+    """Why it is degraded: the path and the error."""
+
+
 class HardwareSection(TypedDict, total=False):
     """The hardware profile in force (:meth:`~agent.hardware.effective.EffectiveProfile.as_dict`
     without its ``candidates``, ``why`` and ``origins``), or ``ok: false`` with the ``error`` when
@@ -337,6 +357,7 @@ class HealthReport(TypedDict):
     audio: NotRequired[AudioSection | ProviderError]
     mqtt: NotRequired[MqttSection | ProviderError]
     queue: NotRequired[QueueSection | ProviderError]
+    journal: NotRequired[JournalSection | ProviderError]
     hardware: NotRequired[HardwareSection | ProviderError]
     phrase_cache: NotRequired[PhraseCacheSection | ProviderError]
     lexicon: NotRequired[LexiconSection | ProviderError]

@@ -68,6 +68,7 @@ _NOT_OK_TEXT: dict[str, str] = {
     "audio": "audio device unavailable",
     "voices": "voices unusable",
     "mqtt": "mqtt not ok",
+    "journal": "request journal not written",
 }
 
 

@@ -4,7 +4,9 @@ The tracker tells it, as its observer, when a speak request opens, is taken up a
 a crash :func:`agent.mqtt.recovery.answer_journalled` answers (or replays) what it holds before
 any new command. An append-only file of JSON records (:mod:`agent.mqtt.journal_records`), with
 the outcomes of recently ended requests, bounded and compacted. Called under the tracker's
-lock. The records, durability, bounds and loading: docs/internals.md#the-request-journal.
+lock. While the file cannot be written a request is accepted unjournaled (``accepted`` says
+``journaled: false``, health ``degraded``) and each accept tries to rewrite it. The records,
+durability, bounds and loading: docs/internals.md#the-request-journal.
 """
 
 from __future__ import annotations
@@ -78,10 +80,14 @@ class RequestJournal:
         self._file_bytes = 0
         self._ended = Outcomes(RECENT_TTL_S, RECENT_IDS, MAX_ENDED_BYTES)
         self._fd: int | None = None
-        self._loaded = False
-        """Loaded and open for appending; a descriptor lost since then refuses requests."""
+        self._started = False
+        """:meth:`load` ran (and :meth:`close` did not): requests are to be journalled."""
+        self._problem: str | None = None
+        """Why the file cannot be written now (its path and the error); None: it can."""
         self.refused = 0
-        """Requests refused because the journal was full or could not be written."""
+        """Requests refused because the journal was full."""
+        self.unjournaled = 0
+        """Requests accepted while the file could not be written (``journaled: false``)."""
 
     @classmethod
     def for_settings(cls, settings: Settings) -> RequestJournal:
@@ -101,6 +107,16 @@ class RequestJournal:
         with self._lock:
             return list(self._live.values())
 
+    @property
+    def problem(self) -> str | None:
+        """Why the file cannot be written now (``cannot write <path>: <error>``), or None."""
+        return self._problem
+
+    def count(self) -> int:
+        """The unfinished requests it knows of (on disk, or kept in memory while broken)."""
+        with self._lock:
+            return len(self._live)
+
     def recent_outcomes(self) -> list[Ended]:
         """Outcomes of the requests that ended inside the repeat window, oldest first."""
         with self._lock:
@@ -115,12 +131,13 @@ class RequestJournal:
         what it holds is returned all the same (better answered twice than never)."""
         if not self.enabled:
             return []
+        self._started = True
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             data, problem = self._read()
         except OSError as exc:
-            log.error("request_journal_unavailable", path=str(self.path), error=str(exc),
-                      hint="requests are served but not kept across a crash")
+            with self._lock:
+                self._broken(exc)
             return []
         journalled = read_records(data)
         entries, bad, torn = journalled.entries, journalled.bad, journalled.torn
@@ -136,24 +153,25 @@ class RequestJournal:
             for ended in journalled.ended.values():
                 self._ended.keep(ended)
             try:
+                move = None
                 if problem is not None or bad:
                     aside = self.path.with_name(self.path.name + ".corrupt")
                     log.error("request_journal_corrupt", path=str(self.path),
                               moved_to=str(aside), problem=problem, unreadable_lines=bad,
                               kept=len(entries))
+                    move = f"{problem or 'corrupt'}, cannot move it aside"
                     os.replace(self.path, aside)
+                    move = None
                 self._rewrite()
-                self._loaded = True
             except OSError as exc:
-                log.error("request_journal_unavailable", path=str(self.path), error=str(exc),
-                          hint="requests are served but not kept across a crash")
-                self._close_fd()
+                self._broken(exc, move)
         return list(entries.values())
 
     def close(self) -> None:
         """Sync and close the file (shutdown); emptied when nothing is left unfinished and no
         outcome is inside the repeat window."""
         with self._lock:
+            self._started = False
             if self._fd is None:
                 return
             try:
@@ -163,7 +181,6 @@ class RequestJournal:
             except OSError as exc:
                 log.error("request_journal_close_failed", error=str(exc))
             self._close_fd()
-            self._loaded = False
 
     def _read(self) -> tuple[bytes, str | None]:
         """The file's bytes (bounded) and what is wrong with it, if anything."""
@@ -191,8 +208,10 @@ class RequestJournal:
     # -- the tracker's observer (under the tracker's lock) ---------------------------------
 
     def opened(self, request_id: str, command: str, *, reply: ReplyRoute | None,
-               hermes: HermesOrigin | None, subject: object) -> None:
-        """Journal the request durably, or raise :class:`OpenRefused`."""
+               hermes: HermesOrigin | None, subject: object) -> bool:
+        """Journal the request durably; False when the file cannot be written (the request is
+        kept in memory, for the rewrite that brings the file back); :class:`OpenRefused` when
+        the journal is full. True without a word when the journal is off."""
         replays, accepted_at, job = 0, time.time(), subject
         if isinstance(subject, Replay):
             replays, accepted_at, job = subject.replays, subject.accepted_at, subject.job
@@ -213,29 +232,30 @@ class RequestJournal:
                              replays)
         record = entry.record()
         with self._lock:
-            if self._fd is None:
-                if self._loaded:  # the file could not be reopened after a compaction
-                    self.refused += 1
-                    raise OpenRefused("cannot journal the request: the journal file is lost")
-                return
+            if not self._started:
+                return True
             self._check_room(request_id, len(record))
-            if self._oversized():
+            if self._fd is None or not self._in_place():
+                self._recover()  # each accept tries again while the file cannot be written
+            if self._fd is not None and self._oversized():
                 self._compact()
-            self._append(record, sync=True, refuse=True)
+            journaled = self._append(record, sync=True)
             self._ended.forget(request_id)  # open again: its new outcome will replace it
             self._live_bytes += len(record) - self._sizes.get(request_id, 0)
             self._live.pop(request_id, None)
             self._live[request_id] = entry
             self._sizes[request_id] = len(record)
+            self.unjournaled += not journaled
+            return journaled
 
     def noted(self, request_id: str) -> None:
         """The worker took the request up: mark it begun (replay on only), durably."""
         with self._lock:
             entry = self._live.get(request_id)
-            if not self.keep_speak or entry is None or entry.begun or self._fd is None:
+            if not self.keep_speak or entry is None or entry.begun:
                 return
-            self._live[request_id] = replace(entry, begun=True)
-            if not (self._oversized() and self._compact()):  # a rewrite holds the mark
+            self._live[request_id] = replace(entry, begun=True)  # a rewrite holds it
+            if self._fd is not None and not (self._oversized() and self._compact()):
                 self._append(mark("begun", request_id), sync=True)
 
     def closed(self, request_id: str, event: EventName | None = None,
@@ -244,12 +264,14 @@ class RequestJournal:
         repeat window (synced only when it could otherwise be replayed)."""
         with self._lock:
             entry = self._live.pop(request_id, None)
-            if entry is None or self._fd is None:
+            if entry is None:
                 return
             self._live_bytes -= self._sizes.pop(request_id, 0)
             record = mark("close", request_id)
             if event is not None and event in FINAL_EVENTS:
                 record = self._ended.keep(Ended(request_id, event, reason, time.time()))
+            if self._fd is None:  # cannot be written now: the rewrite that brings it back will
+                return
             if not self._live and not self._ended.bytes and self._file_bytes > COMPACT_MIN_BYTES:
                 self._truncate()
                 return
@@ -270,10 +292,12 @@ class RequestJournal:
             raise OpenRefused(f"busy: request journal full ({len(self._live)} requests, "
                               f"{self._live_bytes} bytes)")
 
-    def _append(self, record: bytes, *, sync: bool, refuse: bool = False) -> None:
+    def _append(self, record: bytes, *, sync: bool) -> bool:
+        """Write ``record`` (synced); False when it could not be (the journal is then broken
+        until a rewrite: a record cut by the failure is never followed by another)."""
         fd = self._fd
         if fd is None:
-            return
+            return False
         try:
             view = memoryview(record)
             while view:
@@ -284,9 +308,9 @@ class RequestJournal:
                 os.fdatasync(fd)
         except OSError as exc:
             log.error("request_journal_write_failed", path=str(self.path), error=str(exc))
-            if refuse:
-                self.refused += 1
-                raise OpenRefused(f"cannot journal the request: {exc.strerror or exc}") from exc
+            self._broken(exc)
+            return False
+        return True
 
     def _truncate(self) -> None:
         """Nothing is unfinished: any state of the file reads as empty, so no sync is needed."""
@@ -297,6 +321,7 @@ class RequestJournal:
             self._file_bytes = 0
         except OSError as exc:
             log.error("request_journal_write_failed", path=str(self.path), error=str(exc))
+            self._broken(exc)
 
     def _oversized(self) -> bool:
         """The file has grown past twice its unfinished records: compact it before the next
@@ -309,10 +334,47 @@ class RequestJournal:
         only; False when that failed."""
         try:
             self._rewrite()
-        except OSError as exc:  # keep appending to the old file
+        except OSError as exc:  # keep appending to the old file, if it is still open
             log.error("request_journal_compaction_failed", path=str(self.path), error=str(exc))
+            if self._fd is None:
+                self._broken(exc)
             return False
         return True
+
+    def _in_place(self) -> bool:
+        """The open file is still the one at :attr:`path` (not removed, nor replaced)."""
+        if self._fd is None:
+            return False
+        try:
+            here, mine = os.stat(self.path, follow_symlinks=False), os.fstat(self._fd)
+        except OSError:
+            return False
+        return (here.st_dev, here.st_ino) == (mine.st_dev, mine.st_ino)
+
+    def _recover(self) -> None:
+        """Write the file again from what is known (the unfinished requests, the outcomes);
+        it stays broken, silently, when that fails again."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._rewrite()
+        except OSError as exc:
+            self._broken(exc)
+            return
+        if self._problem is not None:
+            log.warning("request_journal_recovered", path=str(self.path),
+                        requests=len(self._live), unjournaled=self.unjournaled)
+        self._problem = None
+
+    def _broken(self, exc: OSError, why: str | None = None) -> None:
+        """The file cannot be written: say so once per episode, and stop appending to it."""
+        error = exc.strerror or str(exc)
+        problem = f"cannot write {self.path}: {f'{why}: {error}' if why else error}"
+        if self._problem is None:
+            log.error("request_journal_unavailable", path=str(self.path), error=str(exc),
+                      hint="speak requests are accepted with journaled: false (not kept "
+                      "across a crash) until it can be written again")
+        self._problem = problem
+        self._close_fd()
 
     def _rewrite(self) -> None:
         """Replace the file, atomically, by the outcomes inside the window and the unfinished

@@ -327,6 +327,9 @@ class CommandEvent(EventBase):
     replayed: bool | None = Field(
         default=None, description="True on the events of a request queued again from the "
         "request journal after a restart (mqtt.journal.replay).")
+    journaled: bool | None = Field(
+        default=None, description="False in an `accepted` whose request the request journal "
+        "could not write (health `degraded`): it is served, but not answered after a crash.")
     volume: float | None = None
     voices: list[str] | None = None
     status: PingStatus | None = None

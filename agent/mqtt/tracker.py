@@ -51,9 +51,10 @@ class RequestObserver(Protocol):
     leaves. See the module docstring."""
 
     def opened(self, request_id: str, command: str, *, reply: ReplyRoute | None,
-               hermes: HermesOrigin | None, subject: object) -> None:
-        """Before ``accepted``; raise :class:`OpenRefused` to refuse the request. ``subject``
-        is what :meth:`RequestTracker.open` was given (the dispatcher's speak job)."""
+               hermes: HermesOrigin | None, subject: object) -> bool:
+        """Before ``accepted``; raise :class:`OpenRefused` to refuse the request; False: it
+        could not be kept (``accepted`` says ``journaled: false``). ``subject`` is what
+        :meth:`RequestTracker.open` was given (the dispatcher's speak job)."""
         ...
 
     def noted(self, request_id: str) -> None:
@@ -115,9 +116,9 @@ class RequestTracker:
         with self._lock:
             if request_id in self._open:
                 return False
-            if self.observer is not None:
-                self.observer.opened(request_id, command, reply=reply, hermes=hermes,
-                                     subject=subject)
+            if self.observer is not None and not self.observer.opened(
+                    request_id, command, reply=reply, hermes=hermes, subject=subject):
+                fields = {**fields, "journaled": False}  # the loss stated
             entry = _Open(command, reply, hermes,
                           {k: v for k, v in fields.items() if k in _STICKY_FIELDS},
                           opened_at=self._clock(),
