@@ -318,6 +318,10 @@ class WyomingSection(TypedDict):
     refused_clients: int
     """Connections answered ``busy`` (over ``wyoming.max_clients``) and closed."""
     requests: int
+    dropped_clients: int
+    """Clients dropped for not reading within ``wyoming.write_timeout_s``."""
+    cancelled_syntheses: int
+    """Syntheses stopped before their end (client dropped or gone, time limit, stop)."""
     finished: int
     failed: int
     rejected: int

@@ -107,7 +107,7 @@ class VoiceLibrary:
         """Where voice ``name`` lives (after following a staged ``current`` link)."""
         if not NAME.match(name) or name not in self.names():
             have = ", ".join(self.names()) or "none"
-            raise VoiceNotFound(f"no voice named {name!r} in {self.models_dir} (installed: {have})")
+            raise VoiceNotFound(f"no voice named {name!r} (installed: {have})")
         return resolve_bundle_dir(self.models_dir / name)
 
     # -- serving --------------------------------------------------------------------------
@@ -327,7 +327,7 @@ class VoiceLibrary:
         """Versions of a staged voice (sub-directories with a manifest), sorted by name."""
         voice_dir = self.models_dir / name
         if not NAME.match(name) or not voice_dir.is_dir():
-            raise VoiceNotFound(f"no voice named {name!r} in {self.models_dir}")
+            raise VoiceNotFound(f"no voice named {name!r}")
         return staged_versions(voice_dir)
 
     def activate(self, name: str, version: str, *, remember: bool = True) -> ReloadResult:
@@ -361,7 +361,7 @@ class VoiceLibrary:
         clears ``previous``, so a second one is refused instead of going forward again."""
         name = name or self.default_voice
         if not NAME.match(name) or not (self.models_dir / name).is_dir():
-            raise VoiceNotFound(f"no such voice {name!r} in {self.models_dir.absolute()}")
+            raise VoiceNotFound(f"no such voice {name!r}")
         target = link_target(self.models_dir / name / PREVIOUS)
         if target is None:
             raise VoiceNotFound(no_previous_reason(self.models_dir / name))

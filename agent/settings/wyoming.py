@@ -70,8 +70,17 @@ class WyomingSettings(BaseModel):
         "cannot take every core from the device's own announcements.")
     idle_timeout_s: float = Field(
         default=60.0, ge=1.0, le=3600.0,
-        description="A connection that sends nothing (between requests) or reads nothing "
-        "(while audio is sent) for this long is closed (s).")
+        description="A connection with no request for this long is closed with error "
+        "\"idle\" (s); pings and describe do not keep it open, so idle clients cannot keep "
+        "newcomers out.")
+    write_timeout_s: float = Field(
+        default=10.0, ge=0.1, le=600.0,
+        description="A client that has not taken an event off the wire after this long (it "
+        "does not read) is dropped and its synthesis cancelled (s).")
+    max_connection_s: float = Field(
+        default=600.0, ge=1.0, le=86400.0,
+        description="Longest a connection may stay open, requests included; then it gets "
+        "error \"time-limit\" and is closed, its synthesis cancelled (s).")
     max_event_bytes: int = Field(
         default=256 * 1024, ge=4096, le=16 << 20,
         description="Largest event a client may send (header line, data and payload, bytes); a "

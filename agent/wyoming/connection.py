@@ -41,7 +41,7 @@ from agent.wyoming.speech import (
     is_ssml,
     start_synthesis,
 )
-from agent.wyoming.wire import ProtocolError, read_event
+from agent.wyoming.wire import ProtocolError, linger_close, read_event
 
 if TYPE_CHECKING:
     from agent.audio.format import AudioChunk as Chunk
@@ -54,6 +54,10 @@ log = get_logger(__name__)
 MAX_CHUNK_FRAMES = 8192
 """Audio is sent in chunks of at most this many frames (a decoder window or sentence may be
 longer): the client can start playing while the rest of a long sentence is on the wire."""
+
+
+_REQUESTS = frozenset(("synthesize", "synthesize-start", "synthesize-chunk", "synthesize-stop"))
+"""The events that keep a connection from idling out."""
 
 
 class Gone(Exception):
@@ -102,12 +106,24 @@ class Connection:
         self.reader, self.writer = reader, writer
         self.stream: _Stream | None = None
         self.peer = str(writer.get_extra_info("peername") or "unix")
+        self.opened = self.last_request = time.monotonic()
+        """When the connection opened, when its last request came (the idle budget)."""
 
     # -- the loop -------------------------------------------------------------------------
 
     async def run(self) -> None:
         try:
-            await self._loop()
+            async with asyncio.timeout(self.settings.max_connection_s):
+                try:
+                    await self._loop()
+                except TimeoutError:
+                    raise
+                except Closing:
+                    pass
+        except TimeoutError:  # the total budget: whatever it was doing is cancelled
+            with contextlib.suppress(Closing):
+                await self.refuse("time-limit", f"connection open for "
+                                  f"{self.settings.max_connection_s:g} s: closing")
         except Closing:
             pass
         except Gone:
@@ -119,16 +135,17 @@ class Connection:
             if stream is not None:  # refused, failed, or cut by the client or a stop
                 self.server.record(stream.outcome if stream.failed else Outcome.INTERRUPTED,
                                    stream.request, stream.failed)
-            self.writer.close()
+            await linger_close(self.reader, self.writer)
 
     async def _loop(self) -> None:
         idle = self.settings.idle_timeout_s
         while True:
+            left = idle - (time.monotonic() - self.last_request)
             try:
                 event = await asyncio.wait_for(
-                    read_event(self.reader, self.settings.max_event_bytes), idle)
+                    read_event(self.reader, self.settings.max_event_bytes), max(0.0, left))
             except TimeoutError:
-                await self.refuse("idle", f"no event for {idle:g} s: closing")
+                await self.refuse("idle", f"no request for {idle:g} s: closing")
                 return
             except ProtocolError as exc:
                 self.server.note_error(str(exc))
@@ -139,23 +156,33 @@ class Connection:
             await self.handle(event)
 
     async def send(self, event: Event) -> None:
-        """Write ``event``; a client that does not read it within the idle timeout is gone."""
+        """Write ``event``; a client that does not read it within ``write_timeout_s`` is gone
+        (dropped, counted in the health report's ``dropped_clients``)."""
+        deadline = self.settings.write_timeout_s
         try:
-            await asyncio.wait_for(async_write_event(event, self.writer),
-                                   self.settings.idle_timeout_s)
-        except (TimeoutError, ConnectionError, OSError) as exc:
+            await asyncio.wait_for(async_write_event(event, self.writer), deadline)
+        except TimeoutError as exc:
+            self.server.count("dropped_clients")
+            log.info("wyoming_client_dropped", peer=self.peer,
+                     reason=f"not reading for {deadline:g} s")
+            self.writer.transport.abort()  # its unread audio is thrown away
+            raise Gone(f"not reading for {deadline:g} s") from exc
+        except (ConnectionError, OSError) as exc:
             raise Gone(str(exc) or type(exc).__name__) from exc
 
     async def refuse(self, code: str, reason: str) -> None:
         """An ``error`` event for the client (which may be gone already), then the end of the
         connection (raises :class:`Closing`)."""
         log.info("wyoming_refused", peer=self.peer, code=code, reason=reason)
+        reason = self.server.public(reason)
         with contextlib.suppress(Gone):
             await self.send(Error(text=reason, code=code).event())
         raise Closing(reason)
 
     async def handle(self, event: Event) -> None:
         kind = event.type
+        if kind in _REQUESTS:  # pings, describe, unknown events keep no connection open
+            self.last_request = time.monotonic()
         if Describe.is_type(kind):
             info = await asyncio.to_thread(self.server.catalog.info)
             await self.send(info.event())
@@ -192,7 +219,7 @@ class Connection:
             self.server.record(Outcome.REJECTED, request, exc.reason)
             await self.refuse(exc.code, exc.reason)
             return
-        except Gone:
+        except (Gone, asyncio.CancelledError):  # dropped, or the time limit
             self.server.record(Outcome.INTERRUPTED, request)
             raise
         except Exception as exc:  # a synthesis failure is the client's error event, not a crash
@@ -216,16 +243,23 @@ class Connection:
             chunks: Iterator[Chunk] = await self.server.in_pool(
                 functools.partial(start_synthesis, ssml=ssml, check=self.server.check),
                 choice, text, self.server.cache)
+            request.synthesis_s += time.monotonic() - began
+        try:
             if start:
                 await self.send(AudioStart(rate=rate, width=2, channels=1, timestamp=0).event())
             while True:
-                chunk = await self.server.in_pool(next, chunks, None)
+                async with self.server.slots:  # one chunk a turn: the slots go round (FIFO)
+                    began = time.monotonic()
+                    chunk = await self.server.in_pool(next, chunks, None)
+                    request.synthesis_s += time.monotonic() - began
                 if chunk is None:
                     break
-                request.synthesis_s += time.monotonic() - began
-                await self._send_audio(chunk, request)
-                began = time.monotonic()
-            request.synthesis_s += time.monotonic() - began
+                await self._send_audio(chunk, request)  # the slot is free meanwhile
+        except (Gone, asyncio.CancelledError):  # dropped, cut, stopped: the rest is not made
+            self.server.cancel(chunks)
+            raise
+        finally:
+            self.last_request = time.monotonic()
 
     async def _send_audio(self, chunk: Chunk, request: _Request) -> None:
         fmt = chunk.format

@@ -3,8 +3,8 @@
 Threads: ``wyoming`` runs the asyncio loop (accepting, reading and writing events; nothing
 there blocks), ``wyoming-synth-N`` (at most ``wyoming.max_syntheses``) run the voice, one chunk
 at a time, and the phrase cache. Neither is the MQTT network thread or the speaker's own
-synthesis worker. A connection beyond ``wyoming.max_clients`` is answered with an ``error``
-event (``busy``) and closed; each connection's requests are served one after the other.
+synthesis worker. A connection beyond ``wyoming.max_clients`` gets ``error`` ``busy``; a
+synthesis slot is held one chunk at a time, first come first served (docs/internals.md).
 
 :meth:`WyomingServer.start` binds (a failure is kept in :meth:`stats`, for the health report,
 and logged; it never raises), :meth:`WyomingServer.stop` closes the listener, ends every open
@@ -18,7 +18,8 @@ import contextlib
 import functools
 import os
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -31,6 +32,7 @@ from agent.outcomes import WYOMING_OUTCOMES, Outcome, WyomingOutcome
 from agent.settings.wyoming import parse_uri
 from agent.wyoming.announce import Announcer
 from agent.wyoming.connection import Connection
+from agent.wyoming.wire import linger_close
 
 if TYPE_CHECKING:
     from agent.health.report import WyomingSection
@@ -48,6 +50,9 @@ _T = TypeVar("_T")
 _BIND_TIMEOUT_S = 10.0
 _GOODBYE_S = 1.0
 _MAX_ERROR_CHARS = 200
+_MAX_LINGERING = 64
+"""Refused connections read at once before their close; past this, closed at once."""
+_CLOSE_TRIES = 200
 
 
 class Outcomes(Protocol):
@@ -81,9 +86,11 @@ class WyomingServer:
         self._stop: asyncio.Event | None = None
         self._conns: dict[asyncio.Task[None], Connection] = {}
         self._lock = threading.Lock()
+        self._lingering = 0
         self.listening = False
         self.bind_error: str | None = None
         self.counts: dict[str, int] = {"connections": 0, "refused_clients": 0, "requests": 0,
+                                       "dropped_clients": 0, "cancelled_syntheses": 0,
                                        **dict.fromkeys(WYOMING_OUTCOMES, 0)}
         """Connections, requests and the requests by outcome (the enum's values as keys)."""
         self.last_error: str | None = None
@@ -199,7 +206,7 @@ class WyomingServer:
         if len(self._conns) >= self.settings.max_clients:
             with self._lock:
                 self.counts["refused_clients"] += 1
-            await self._refuse_busy(writer)
+            await self._refuse_busy(reader, writer)
             return
         conn = Connection(self, reader, writer)
         task = asyncio.current_task()
@@ -213,13 +220,42 @@ class WyomingServer:
         finally:
             self._conns.pop(task, None)
 
-    async def _refuse_busy(self, writer: asyncio.StreamWriter) -> None:
+    async def _refuse_busy(self, reader: asyncio.StreamReader,
+                           writer: asyncio.StreamWriter) -> None:
         reason = f"too many clients (at most {self.settings.max_clients}): try again later"
         log.info("wyoming_client_refused", reason=reason)
         with contextlib.suppress(Exception):
             await asyncio.wait_for(async_write_event(
                 Error(text=reason, code="busy").event(), writer), _GOODBYE_S)
-        writer.close()
+        if self._lingering >= _MAX_LINGERING:
+            writer.close()
+            return
+        self._lingering += 1
+        try:
+            await linger_close(reader, writer)
+        finally:
+            self._lingering -= 1
+
+    def public(self, reason: str) -> str:
+        """``reason`` as a network client may read it: no local path of the models directory
+        (the log keeps the whole reason)."""
+        models = self.catalog.voices.models_dir
+        for where in {str(models.absolute()), str(models.resolve()), str(models)}:
+            if where not in (".", "/"):
+                reason = reason.replace(where, "models")
+        return reason
+
+    def count(self, key: str) -> None:
+        """One more ``key`` in :meth:`stats` (any thread)."""
+        with self._lock:
+            self.counts[key] += 1
+
+    def cancel(self, chunks: Iterator[Any]) -> None:
+        """Stop a synthesis that will not be sent (its client dropped, cut or timed out): the
+        generator is closed on the pool, once a chunk it is still making is done."""
+        self.count("cancelled_syntheses")
+        with contextlib.suppress(RuntimeError):  # the pool shut down: the process ends
+            self.pool.submit(_close, chunks)
 
     async def in_pool(self, function: Callable[..., _T], *args: Any) -> _T:
         """``function(*args)`` on the synthesis pool."""
@@ -263,8 +299,23 @@ class WyomingServer:
                 "max_syntheses": self.settings.max_syntheses,
                 "connections": counts["connections"],
                 "refused_clients": counts["refused_clients"], "requests": counts["requests"],
+                "dropped_clients": counts["dropped_clients"],
+                "cancelled_syntheses": counts["cancelled_syntheses"],
                 "finished": counts[Outcome.FINISHED], "failed": counts[Outcome.FAILED],
                 "rejected": counts[Outcome.REJECTED],
                 "interrupted": counts[Outcome.INTERRUPTED],
                 "last_error": last_error, "zeroconf": self.zeroconf,
                 "state": "degraded" if problem else "ok", "reason": problem}
+
+
+def _close(chunks: Iterator[Any]) -> None:
+    """Close a synthesis generator (on the pool), waiting out a ``next`` still running on
+    another pool thread."""
+    close = getattr(chunks, "close", None)
+    for _ in range(_CLOSE_TRIES):
+        try:
+            if close is not None:
+                close()
+            return
+        except ValueError:  # "generator already executing"
+            time.sleep(0.01)

@@ -17,9 +17,12 @@ from wyoming.event import Event
 
 from agent.jsonbound import JsonError, TooDeep, loads
 
-__all__ = ["ProtocolError", "read_event"]
+__all__ = ["ProtocolError", "linger_close", "read_event"]
 
 _MAX_TYPE_CHARS = 64
+LINGER_S = 1.0
+"""How long a connection that was answered is read (and what comes thrown away) before it is
+closed, so the answer is not lost to a reset."""
 
 
 class ProtocolError(Exception):
@@ -78,3 +81,25 @@ async def read_event(reader: asyncio.StreamReader, max_bytes: int) -> Event | No
         raise ProtocolError("connection closed in the middle of an event") from exc
     return Event(type=kind, data=data, payload=payload)
 
+
+
+async def linger_close(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                       linger_s: float = LINGER_S) -> None:
+    """Close after the last event written: the write side first (the client reads to the
+    end), then what the client still sends is read and dropped until it closes too or for
+    ``linger_s``. Closing with unread bytes would reset the connection, and a client still
+    writing its request would see a broken pipe instead of the ``error`` event sent to it."""
+    if writer.transport.is_closing():
+        writer.close()
+        return
+    try:
+        await asyncio.wait_for(writer.drain(), linger_s)
+        if writer.can_write_eof():
+            writer.write_eof()
+        async with asyncio.timeout(linger_s):
+            while await reader.read(65536):
+                pass
+    except (TimeoutError, ConnectionError, OSError):
+        pass
+    finally:
+        writer.close()

@@ -617,3 +617,131 @@ def test_the_real_voice_streams_what_synth_writes(
     assert (start.rate, start.width, start.channels) == (22050, 2, 1)
     rate, expected = synth_wav(settings, text, tmp_path / "synth.wav")
     assert rate == 22050 and len(audio) == len(expected) and audio == expected
+
+
+def test_a_client_that_never_reads_is_dropped_and_another_is_served_promptly(
+        mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Path) -> None:
+    """#27.5: a raw client with a small receive buffer asks for minutes of audio and never
+    reads. Another client's short request is served within seconds all the same (the only
+    synthesis slot is held a chunk at a time), and the stalled one is dropped after
+    ``write_timeout_s``, its synthesis cancelled (both counted in health)."""
+    settings = tcp_settings(mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent",
+                            max_text_chars=50_000, write_timeout_s=1.0, max_syntheses=1)
+    data = settings.model_dump()
+    data["synthesis"]["max_text_chars"] = 50_000
+    settings = Settings(**data)
+    long_text = " ".join(f"This is sentence number {i} of a long announcement." for i in
+                         range(900))[:45_000]  # minutes of audio: more than any buffer holds
+
+    async def go(service: AgentService) -> tuple[float, list[Event]]:
+        port = service.addons.get("wyoming").server.port  # type: ignore[union-attr]
+        stalled = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        stalled.connect(("127.0.0.1", port))
+        request = Synthesize(text=long_text).event()
+        data = json.dumps(request.data).encode()
+        stalled.sendall(json.dumps({"type": request.type, "data_length": len(data)}).encode()
+                        + b"\n" + data)
+        try:
+            await asyncio.sleep(1.0)  # its synthesis has started and its buffers fill
+            began = asyncio.get_running_loop().time()
+            async with client_for(service) as client:
+                await client.write_event(Synthesize(text="Short one.").event())
+                events, _ = await audio_of(client)
+            took = asyncio.get_running_loop().time() - began
+            for _ in range(100):
+                section = service.health.snapshot()["wyoming"]  # type: ignore[typeddict-item]
+                if section["dropped_clients"]:
+                    break
+                await asyncio.sleep(0.1)
+        finally:
+            stalled.close()
+        return took, events
+
+    with running_agent(settings) as service:
+        took, events = asyncio.run(go(service))
+        section = service.health.snapshot()["wyoming"]  # type: ignore[typeddict-item]
+    assert events[-1].type == "audio-stop"
+    assert took < 10.0, f"the short request waited {took:.1f} s"
+    shown = json.dumps(section)
+    assert section["dropped_clients"] == 1 and section["cancelled_syntheses"] >= 1, shown
+    assert section["interrupted"] == 1 and section["finished"] == 1, shown
+
+
+def test_idle_and_long_connections_make_room_for_a_new_client(
+        mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Path) -> None:
+    """#27.5: two clients fill ``max_clients``; one only pings (closed ``idle`` after
+    ``idle_timeout_s``: pings keep nothing open), the other asks for speech again and again
+    (closed ``time-limit`` after ``max_connection_s``). A third client then gets in."""
+    settings = tcp_settings(mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent",
+                            max_clients=2, idle_timeout_s=1.5, max_connection_s=3.0)
+
+    async def pinger(service: AgentService) -> Event | None:
+        async with client_for(service) as client:
+            for _ in range(60):
+                await client.write_event(Event(type="ping", data={"text": "x"}))
+                answer = await read(client)
+                if answer is None or answer.type != "pong":
+                    return answer
+                await asyncio.sleep(0.3)
+        return None
+
+    async def talker(service: AgentService) -> Event | None:
+        async with client_for(service) as client:
+            for _ in range(60):
+                await client.write_event(Synthesize(text="Hi.").event())
+                events, _ = await audio_of(client)
+                if events[-1].type != "audio-stop":
+                    return events[-1]
+                await asyncio.sleep(0.3)
+        return None
+
+    async def go(service: AgentService) -> tuple[Event | None, Event | None, list[Event]]:
+        idle, busy = await asyncio.gather(pinger(service), talker(service))
+        async with client_for(service) as client:
+            await client.write_event(Synthesize(text="Let in.").event())
+            events, _ = await audio_of(client)
+        return idle, busy, events
+
+    with running_agent(settings) as service:
+        idle, busy, events = asyncio.run(go(service))
+    assert idle is not None and Error.from_event(idle).code == "idle", idle
+    assert busy is not None and Error.from_event(busy).code == "time-limit", busy
+    assert events[-1].type == "audio-stop"
+
+
+def test_a_busy_refusal_is_read_by_a_client_still_writing(agent: AgentService) -> None:
+    """#27.5: a client over ``max_clients`` that writes its whole streamed request before
+    reading (as Home Assistant does) reads the ``busy`` error event, then the end; no broken
+    pipe or reset on its writes."""
+    async def refused() -> Event | None:
+        async with client_for(agent) as client:
+            await asyncio.sleep(0.3)  # the server has answered meanwhile
+            for event in (SynthesizeStart().event(), SynthesizeChunk(text="Hello. ").event(),
+                          SynthesizeStop().event(), Synthesize(text="Hello. ").event()):
+                await client.write_event(event)
+                await asyncio.sleep(0.05)
+            answer = await read(client)
+            assert await read(client) is None
+            return answer
+
+    async def go() -> list[Event | None]:
+        async with client_for(agent) as one, client_for(agent) as two:
+            for held in (one, two):
+                await held.write_event(Describe().event())
+                assert await read(held) is not None
+            return [await refused() for _ in range(5)]
+
+    answers = asyncio.run(go())
+    assert all(a is not None and Error.from_event(a).code == "busy" for a in answers), answers
+
+
+def test_an_error_names_no_local_path(agent: AgentService, tiny_voice_dir: Path) -> None:
+    """#28.6: the unknown-voice error a network client reads names the voice, not where the
+    models are."""
+    answer = asyncio.run(refused_on_a_new_connection(
+        agent, Synthesize(text="Hello", voice=SynthesizeVoice("nobody"))))
+    assert answer is not None
+    error = Error.from_event(answer)
+    assert error.code == "unknown-voice" and "nobody" in error.text
+    assert "/" not in error.text and str(tiny_voice_dir.parent) not in error.text, error.text

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from agent.library.voices import VoiceLibrary
+from agent.library.voices import VoiceLibrary, VoiceNotFound
 from agent.settings import Settings, WyomingSettings
 from agent.settings.wyoming import parse_uri
 from agent.wyoming.catalog import Catalog
-from agent.wyoming.speech import Refused, SentenceBuffer, check_text
+from agent.wyoming.speech import Refused, SentenceBuffer, check_text, choose_voice
 from agent.wyoming.wire import ProtocolError, read_event
 
 
@@ -148,3 +148,21 @@ def test_the_catalog_describes_each_installed_voice(tiny_voice_dir: Path) -> Non
     assert (voice.version, voice.languages) == ("1.1.0", ["en_GB"])
     assert [s.name for s in voice.speakers or []] == ["alice", "bob"]
     assert voice.attribution.url == "https://pypi.org/project/tiny-voice/"
+
+
+def test_an_unknown_voice_is_refused_without_the_models_path(tiny_voice_dir: Path) -> None:
+    """#28.6: the reason made for an unknown voice (what Wyoming's error event and an MQTT
+    reload's answer carry) names the voice and what is installed, never the models path."""
+    models = tiny_voice_dir.parent
+    library = VoiceLibrary(Settings(models={"dir": models, "default_voice": "tiny-test"}))
+    with pytest.raises(Refused) as refused:
+        choose_voice(Catalog(library), {"name": "nobody"}, WyomingSettings())
+    reasons = [refused.value.reason]
+    for attempt in (lambda: library.versions("nobody"), lambda: library.rollback("nobody"),
+                    lambda: library.activate("nobody", "1.0.0")):
+        with pytest.raises(VoiceNotFound) as missing:
+            attempt()
+        reasons.append(str(missing.value))
+    assert "nobody" in reasons[0] and "tiny-test" in reasons[0]
+    for reason in reasons:
+        assert "/" not in reason and str(models) not in reason, reason
