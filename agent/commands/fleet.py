@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 __all__ = ["fit", "format_rows", "register", "run", "select"]
 
 MAX_SETTLE_S = 60.0
+MAX_READ_LIMIT_S = 3600.0
 _STATES = ("online", "silent", "stopped", "offline", "unknown")  # fleet_view.STATES, unloaded
 _CLEAR = "\x1b[H\x1b[J"
 """Cursor home, clear to the end of the screen: the table is redrawn in place."""
@@ -48,6 +49,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--settle", type=float, default=1.0, metavar="S",
                         help="collect the retained messages until none came for S seconds "
                              "(default 1)")
+    parser.add_argument("--read-limit", type=float, metavar="S",
+                        help="read the retained messages for S seconds at most: a read cut off "
+                             "there is said (default 20 x --settle, at least 10)")
     parser.add_argument("--interval", type=float, metavar="S",
                         help="health interval of devices whose status does not name theirs "
                              "(default: health.interval_s)")
@@ -73,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args, configure_logs=False)
     configure_logging("critical", settings.log.format)  # stdout: the view; stderr: one error
     settle = _positive(args.settle, "--settle", MAX_SETTLE_S)
+    longest = None if args.read_limit is None else _positive(
+        args.read_limit, "--read-limit", MAX_READ_LIMIT_S)
     interval = settings.health.interval_s if args.interval is None else _positive(
         args.interval, "--interval", 86_400.0)
     mqtt = connection_settings(args, settings.mqtt)
@@ -86,11 +92,12 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(str(exc), status=USAGE) from exc
     try:
         connect(client, mqtt)
-        pinged = read_fleet(client, view, settle, args.probe)
+        pinged = read_fleet(client, view, settle, args.probe, longest)
         if pinged and not args.json:
             print(f"tts-agent fleet: pinged the fleet; {view.answered} answered within the "
                   f"settle time (--probe {args.probe})", file=sys.stderr, flush=True)
         if args.watch:
+            _say_incomplete(view)
             return _watch(view, args)
         _print_once(view, args)
         return 0
@@ -107,6 +114,7 @@ def select(rows: list[DeviceRow], group: str | None, states: list[str] | None) -
 def _document(view: FleetView, rows: list[DeviceRow]) -> dict[str, Any]:
     return {"devices": [r.as_json() for r in rows], "count": len(rows), "known": len(view),
             "dropped": view.counts(), "answered_ping": view.answered,
+            "complete": view.complete, "read": view.read, "cut_off_s": view.cut_off_s,
             "max_devices": view.max_devices,
             "max_message_bytes": view.max_message_bytes}
 
@@ -134,6 +142,16 @@ def _print_once(view: FleetView, args: argparse.Namespace) -> None:
     dropped = _dropped_line(view)
     if dropped:
         print(dropped, file=sys.stderr)
+    _say_incomplete(view)
+
+
+def _say_incomplete(view: FleetView) -> None:
+    """A cut-off read (or devices past the cap) told on stderr, also with ``--json``."""
+    from agent.commands.send_account import incomplete
+
+    why = incomplete(view)
+    if why:
+        print(f"tts-agent fleet: the list is incomplete: {why}", file=sys.stderr, flush=True)
 
 
 def _watch(view: FleetView, args: argparse.Namespace) -> int:

@@ -37,6 +37,7 @@ __all__ = ["NO_ANSWER", "add_connection_arguments", "build_payload", "connect",
 MAX_TIMEOUT_S = 86_400.0
 MAX_CONNECT_TIMEOUT_S = 600.0
 MAX_SETTLE_S = 60.0
+MAX_READ_LIMIT_S = 3600.0
 PROBES = ("auto", "always", "never")  # agent.mqtt.fleet_view.PROBES, unloaded
 PROBE_HELP = ("ping every device and take the answers too: auto (default) when the retained "
               "status and health name no device (a broker that keeps them from wildcard "
@@ -98,6 +99,10 @@ def _common(parser: argparse.ArgumentParser, *, top: bool) -> None:
     _option(parser, "--settle", top=top, type=float, default=1.0, metavar="S",
             help="--group/--all --wait: read the retained status until none came for S "
                  "seconds before sending (default 1)")
+    _option(parser, "--read-limit", top=top, type=float, default=None, metavar="S",
+            help="--group/--all --wait: read the retained status for S seconds at most; a read "
+                 "cut off there makes the membership incomplete: exit 3 (default 20 x --settle, "
+                 "at least 10)")
     _option(parser, "--probe", top=top, choices=PROBES, default="auto",
             help="--group/--all --wait: " + PROBE_HELP)
     _option(parser, "--online-only", top=top, action="store_true", default=False,
@@ -255,6 +260,8 @@ def run(args: argparse.Namespace) -> int:
     configure_logging("critical", settings.log.format)
     timeout = _seconds(args.timeout, "--timeout", MAX_TIMEOUT_S)
     settle = _seconds(args.settle, "--settle", MAX_SETTLE_S)
+    longest = None if args.read_limit is None else _seconds(
+        args.read_limit, "--read-limit", MAX_READ_LIMIT_S)
     if getattr(args, "connect_timeout", None) is not None:
         _seconds(args.connect_timeout, "--connect-timeout", MAX_CONNECT_TIMEOUT_S)
     mqtt = connection_settings(args, settings.mqtt)
@@ -279,7 +286,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         connect(client, mqtt)
         if view is not None:
-            read_fleet(client, view, settle, args.probe)
+            read_fleet(client, view, settle, args.probe, longest)
         correlation = secrets.token_bytes(16) if reply is not None else None
         sent = client.publish(OutboundMessage(target, payload, response_topic=reply,
                                               correlation_data=correlation))

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from agent.mqtt.fleet_view import FleetView
     from agent.mqtt.topics import Topic
 
-__all__ = ["Account", "Inbox", "await_account", "register", "summary"]
+__all__ = ["Account", "Inbox", "await_account", "incomplete", "register", "summary"]
 
 _SLICE_S = 0.5
 """Longest wait on the inbox between looks at the devices' deadlines and presence."""
@@ -58,40 +58,90 @@ class Account:
     expected: set[str]
     timeout: float
     finals: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The final events of members (expected, or not online when sent), by device."""
     extra: dict[str, dict[str, Any]] = field(default_factory=dict)
     lost: dict[str, str] = field(default_factory=dict)
     """Expected devices whose presence went offline/stopped during the wait."""
     not_online: dict[str, str] = field(default_factory=dict)
     """Known members that were stopped or offline when the command was sent (state by id)."""
+    returned: set[str] = field(default_factory=set)
+    """:attr:`not_online` members that came back during the wait (their presence says online,
+    or an event for the command came from them): waited for as the expected ones are."""
     online_only: bool = False
     """True (``--online-only``): :attr:`not_online` members do not make the status 3."""
     silent_when_sent: set[str] = field(default_factory=set)
     """Expected devices whose last health report was already stale (``fleet``'s ``silent``)."""
+    incomplete: str | None = None
+    """Why the membership may miss members (the retained read cut off, the cap): status 3."""
     deadline: dict[str, float] = field(default_factory=dict)
 
     def start(self, now: float) -> None:
         self.deadline = dict.fromkeys(self.expected, now + self.timeout)
 
     def heard(self, device: str, now: float) -> None:
+        self.come_back(device, now)
         if device in self.deadline:
             self.deadline[device] = now + self.timeout
 
+    def come_back(self, device: str, now: float) -> None:
+        """A :attr:`not_online` member is back: wait for it from now on."""
+        if device in self.not_online and device not in self.returned:
+            self.returned.add(device)
+            self.deadline[device] = now + self.timeout
+
+    def waited(self) -> set[str]:
+        return self.expected | self.returned
+
+    def member(self, device: str) -> bool:
+        return device in self.expected or device in self.not_online
+
     def open(self, now: float) -> set[str]:
-        """Expected devices still worth waiting for."""
-        return {d for d in self.expected if d not in self.finals and d not in self.lost
+        """Devices still worth waiting for."""
+        return {d for d in self.waited() if d not in self.finals and d not in self.lost
                 and self.deadline[d] > now}
 
     def silent(self) -> list[str]:
-        return sorted(self.expected - self.finals.keys())
+        return sorted(self.waited() - self.finals.keys())
+
+    def absent(self) -> dict[str, str]:
+        """Members not online when sent that neither came back nor answered."""
+        return {d: s for d, s in self.not_online.items()
+                if d not in self.finals and d not in self.returned}
 
     def failed(self) -> list[str]:
         return sorted(d for d, e in self.finals.items() if not succeeded(e))
 
     def status(self) -> int:
-        if self.silent() or (self.not_online and not self.online_only):
+        if self.silent() or self.incomplete or (self.absent() and not self.online_only):
             return NO_ANSWER
         everyone = [*self.finals.values(), *self.extra.values()]
         return OK if all(succeeded(e) for e in everyone) else FAILED
+
+
+def incomplete(view: FleetView) -> str | None:
+    """Why ``view`` may not hold every device (a cut-off read, devices past the cap), for a
+    line on stderr; ``None`` when it is :attr:`~FleetView.complete`."""
+    parts = []
+    if view.cut_off_s is not None:
+        parts.append(f"the retained read was cut off at {view.cut_off_s:g} s (--read-limit) "
+                     f"after {view.read} messages, before a quiet --settle")
+    counts = view.counts()
+    if counts["over_cap"]:
+        parts.append(f"{counts['over_cap']} messages about devices past the cap of "
+                     f"{view.max_devices} were not kept")
+    return "; ".join(parts) or None
+
+
+def _account(view: FleetView, group: str | None, timeout: float,
+             online_only: bool) -> Account:
+    """The account as the membership read (:func:`~agent.mqtt.fleet_view.read_fleet`) says."""
+    account = Account(view.members(group), timeout, online_only=online_only,
+                      incomplete=incomplete(view))
+    account.not_online = {d: s for d, s in view.known_members(group).items()
+                          if d not in account.expected}
+    account.silent_when_sent = {r.device for r in view.rows() if r.state == "silent"
+                                and r.device in account.expected}
+    return account
 
 
 def await_account(inbox: Inbox, request_id: str, timeout: float, *,
@@ -99,20 +149,16 @@ def await_account(inbox: Inbox, request_id: str, timeout: float, *,
                   view: FleetView, group: str | None, online_only: bool = False) -> int:
     """Collect the finals of the devices ``view`` expects; print them and the summary; the
     exit status (see the module docstring)."""
-    account = Account(view.members(group), timeout, online_only=online_only)
-    not_online = {d: s for d, s in view.known_members(group).items() if d not in account.expected}
-    account.not_online = not_online
-    account.silent_when_sent = {r.device for r in view.rows() if r.state == "silent"
-                                and r.device in account.expected}
+    account = _account(view, group, timeout, online_only)
     now = time.monotonic()
     account.start(now)
     quiet_until = now + timeout  # with nobody expected: the old wait, until a silence
     while True:
         now = time.monotonic()
-        _note_lost(account, view)
-        if account.expected and not account.open(now):
+        _note_presence(account, view, now)
+        if account.waited() and not account.open(now):
             break
-        if not account.expected and now >= quiet_until:
+        if not account.waited() and now >= quiet_until:
             break
         try:
             message = inbox.get(timeout=_SLICE_S)
@@ -133,12 +179,12 @@ def await_account(inbox: Inbox, request_id: str, timeout: float, *,
         if is_final or progress:
             print(json.dumps(event), flush=True)
         if is_final:
-            (account.finals if device in account.expected else account.extra)[device] = event
-    if not account.expected and not account.extra:
+            (account.finals if account.member(device) else account.extra)[device] = event
+    if not account.expected and not account.finals and not account.extra:
         raise CommandError(f"no answer to {request_id}: no device answered within {timeout:g} s "
                            "and none is online in the retained status (--timeout)",
                            status=NO_ANSWER)
-    lines = summary(account, group, not_online)
+    lines = summary(account, group, account.absent())
     if inbox.dropped:
         lines.append(f"{inbox.dropped} events not read: the queue of {inbox.maxsize} "
                      "between the network and this command was full")
@@ -147,12 +193,17 @@ def await_account(inbox: Inbox, request_id: str, timeout: float, *,
     return account.status()
 
 
-def _note_lost(account: Account, view: FleetView) -> None:
-    """Expected devices whose presence turned offline or stopped: no answer will come."""
+def _note_presence(account: Account, view: FleetView, now: float) -> None:
+    """Expected devices whose presence turned offline or stopped: no answer will come; members
+    not online when sent whose presence turned online: they came back, an answer may come."""
     for device in account.expected - account.finals.keys() - account.lost.keys():
         record = view.record(device)
         if record is not None and record.status in ("offline", "stopped"):
             account.lost[device] = record.status
+    for device in account.not_online.keys() - account.returned:
+        record = view.record(device)
+        if record is not None and record.status == "online":
+            account.come_back(device, now)
 
 
 def _names(devices: list[str], why: dict[str, str] | None = None) -> str:
@@ -170,14 +221,15 @@ def _reason(event: dict[str, Any]) -> str:
 
 
 def summary(account: Account, group: str | None, not_online: dict[str, str]) -> list[str]:
-    """The summary's lines (stderr): the count line, then failed, no answer, extra and not
-    online devices by name; device ids and reasons come from the broker: escaped
-    (:func:`~agent.commands.shown`)."""
+    """The summary's lines (stderr): the count line, then failed, no answer, come back, extra
+    and not online devices by name, and an incomplete membership; device ids and reasons come
+    from the broker: escaped (:func:`~agent.commands.shown`)."""
     who = f"group {group}" if group is not None else "the fleet"
     answered = len(account.finals)
     failed = account.failed()
     silent = account.silent()
-    lines = [f"{who}: {len(account.expected)} expected (online), {answered} answered: "
+    back = f" + {len(account.returned)} back online" if account.returned else ""
+    lines = [f"{who}: {len(account.expected)} expected (online){back}, {answered} answered: "
              f"{answered - len(failed)} succeeded, {len(failed)} failed, {len(silent)} no answer "
              f"within {account.timeout:g} s" + (f"; {len(account.extra)} extra"
                                                 if account.extra else "")]
@@ -185,12 +237,22 @@ def summary(account: Account, group: str | None, not_online: dict[str, str]) -> 
         lines.append("failed: " + _names(failed, {d: _reason(account.finals[d]) for d in failed}))
     if silent:
         why = {d: "silent when sent" for d in account.silent_when_sent}
+        why.update({d: f"{account.not_online[d]} when sent, came back"
+                    for d in account.returned})
         why.update({d: f"went {s}" for d, s in account.lost.items()})
         lines.append("no answer: " + _names(silent, why))
+    came = sorted(account.not_online.keys() & account.finals.keys())
+    if came:
+        lines.append("answered after not online when sent: " + _names(
+            came, {d: f"{account.not_online[d]} when sent; {_reason(account.finals[d])}"
+                   for d in came}))
     if account.extra:
         extra = sorted(account.extra)
         lines.append("extra (not online in the retained status when sent): " + _names(
             extra, {d: _reason(account.extra[d]) for d in extra}))
     if not_online:
         lines.append("not online when sent: " + _names(sorted(not_online), not_online))
+    if account.incomplete:
+        lines.append(f"membership incomplete: {account.incomplete}; members not read were "
+                     "not expected (--read-limit, --settle)")
     return [shown(line) for line in lines]

@@ -33,6 +33,7 @@ __all__ = [
     "DeviceRow",
     "FleetView",
     "read_fleet",
+    "read_limit",
 ]
 
 MAX_DEVICES = 100_000
@@ -124,6 +125,8 @@ class FleetView:
         self._probe_id: str | None = None
         self.answered = 0
         """Devices that answered the probe's ping."""
+        self.cut_off_s: float | None = None
+        """A read (:meth:`settle`) cut off at its ``longest_s``: that; ``None``: none was."""
 
     def filters(self) -> tuple[TopicFilter, TopicFilter]:
         """The two subscriptions the view needs, whatever the size of the fleet."""
@@ -218,18 +221,35 @@ class FleetView:
 
     # -- reading (any thread) -------------------------------------------------------------
 
-    def settle(self, quiet_s: float, *, longest_s: float) -> None:
+    def settle(self, quiet_s: float, *, longest_s: float) -> bool:
         """Wait until no presence or health message has come for ``quiet_s`` (the retained
-        ones arrive right after the subscription), at most ``longest_s``."""
+        ones arrive right after the subscription), at most ``longest_s``. Whether the quiet
+        came; when not, the read was cut off (:attr:`cut_off_s`, :attr:`complete`)."""
         start = time.monotonic()
         deadline = start + longest_s
         with self._cond:
             while True:
                 now = time.monotonic()
                 quiet_until = max(self._last_message, start) + quiet_s
-                if quiet_until <= now or deadline <= now:
-                    return
+                if quiet_until <= now:
+                    return True
+                if deadline <= now:
+                    self.cut_off_s = longest_s
+                    return False
                 self._cond.wait(min(quiet_until, deadline) - now)
+
+    @property
+    def read(self) -> int:
+        """Presence, health and probe messages read so far (kept or counted)."""
+        with self._cond:
+            return self._changes
+
+    @property
+    def complete(self) -> bool:
+        """Whether the view holds every device the read saw: no read was cut off
+        (:attr:`cut_off_s`) and no device was past the cap (``over_cap``)."""
+        with self._cond:
+            return self.cut_off_s is None and not self.over_cap
 
     def wait_change(self, seen: int, timeout: float) -> int:
         """Wait up to ``timeout`` for a message after change number ``seen``; the latest."""
@@ -326,15 +346,23 @@ def _read_pong(record: DeviceRecord, status: dict[str, Any]) -> None:
         record.last_error = _text(worst) if record.health != "ok" else None
 
 
-def read_fleet(client: MqttClient, view: FleetView, settle_s: float, probe: str) -> bool:
-    """Collect the retained messages until none came for ``settle_s``; then, when ``probe``
-    says so (``always``, or ``auto`` and no device known), ping every device and collect the
-    answers the same way. ``client`` follows :meth:`FleetView.filters` and the events
-    wildcard. Whether the ping was sent."""
+def read_limit(settle_s: float) -> float:
+    """The longest retained read by default (``--read-limit``): 20 × ``settle_s``, 10 s at
+    least."""
+    return max(10.0, 20 * settle_s)
+
+
+def read_fleet(client: MqttClient, view: FleetView, settle_s: float, probe: str,
+               longest_s: float | None = None) -> bool:
+    """Collect the retained messages until none came for ``settle_s`` (at most ``longest_s``,
+    default :func:`read_limit`; a read cut off there: :attr:`FleetView.complete` False);
+    then, when ``probe`` says so (``always``, or ``auto`` and no device known), ping every
+    device and collect the answers the same way. ``client`` follows :meth:`FleetView.filters`
+    and the events wildcard. Whether the ping was sent."""
     from agent.mqtt.client import OutboundMessage
     from agent.mqtt.protocol import PingCommand, new_request_id
 
-    longest = max(10.0, 20 * settle_s)
+    longest = read_limit(settle_s) if longest_s is None else longest_s
     view.settle(settle_s, longest_s=longest)
     if probe == "never" or (probe == "auto" and len(view)):
         return False

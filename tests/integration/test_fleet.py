@@ -414,3 +414,121 @@ def test_fleet_shows_the_strings_of_retained_messages_escaped(
     document = json.loads(tts("fleet", "--json", settings=controller).stdout)
     device = document["devices"][0]
     assert device["last_error"] == f"{title}{clear}x" and device["groups"] == [f"lobby{clear}"]
+
+
+class RetainedStream:
+    """A raw client publishing retained statuses of ``count`` devices (group ``elsewhere``,
+    offline), round and round with no pause, until the block ends: a retained read that never
+    gets its quiet ``--settle`` (#27: 99 000 devices read at 0.5 s gave the same)."""
+
+    def __init__(self, broker: Broker, count: int = 500) -> None:
+        self.recorder = Recorder(broker.settings(), [], "stream")
+        self.count = count
+        self.stop = threading.Event()
+        self.sent = 0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            device = NS.device(f"stream-{self.sent % self.count:04d}")
+            self.recorder.publish(device.status, {"state": "offline", "device": device.device_id,
+                                                  "groups": ["elsewhere"]}, retain=True)
+            self.sent += 1
+
+    def __enter__(self) -> RetainedStream:
+        self.recorder.__enter__()
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while self.sent < self.count and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert self.sent >= self.count, "the stream did not get going"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(30)
+        self.recorder.__exit__(*exc)
+
+
+def test_a_retained_read_cut_off_at_its_limit_is_said(lobby: Settings,
+                                                      mqtt_broker: Broker) -> None:
+    """#27 item 10: the read stops at 20 x --settle (at least 10 s, or --read-limit) while
+    retained messages are still coming; ``fleet`` says so on stderr (also with --json) and in
+    the JSON (``complete``, ``read``, ``cut_off_s``); once the messages stop, the read is
+    complete again."""
+    with RetainedStream(mqtt_broker):
+        started = time.monotonic()
+        result = tts("fleet", "--json", "--group", "lobby", "--settle", "0.5", settings=lobby)
+        took = time.monotonic() - started
+        limited = tts("fleet", "--settle", "1", "--read-limit", "2", settings=lobby)
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document["complete"] is False and document["cut_off_s"] == 10, document
+    assert document["read"] > 0 and took < 60, (document["read"], took)
+    assert "tts-agent fleet: the list is incomplete: the retained read was cut off at 10 s " \
+        "(--read-limit) after " in result.stderr, result.stderr
+    assert limited.returncode == 0, limited.stderr
+    assert "the list is incomplete: the retained read was cut off at 2 s" in limited.stderr, \
+        limited.stderr
+    result = tts("fleet", "--json", "--settle", "0.5", settings=lobby)
+    document = json.loads(result.stdout)
+    assert document["complete"] is True and document["cut_off_s"] is None, document
+    assert document["known"] >= 500 + 3 and "incomplete" not in result.stderr, result.stderr
+    for bad in ("0", "-1", "nan", "3601"):
+        refused = tts("fleet", "--read-limit", bad, settings=lobby)
+        assert refused.returncode == 2 and "--read-limit must be more than 0" in refused.stderr, \
+            refused.stderr
+
+
+def test_a_group_wait_with_its_membership_cut_off_exits_3(lobby: Settings,
+                                                         mqtt_broker: Broker) -> None:
+    """#27 item 10: every member read answers, but the read was cut off (at 20 x --settle 0.5:
+    10 s): the membership may miss members, so ``send --group --wait`` exits 3 and says why."""
+    with RetainedStream(mqtt_broker):
+        result = tts("send", "--group", "lobby", "ping", "--wait", "--settle", "0.5",
+                     "--timeout", "600", settings=lobby)
+    assert result.returncode == 3, result.stderr
+    assert {json.loads(line)["event"] for line in result.stdout.splitlines()} <= {"pong"}
+    lines = result.stderr.splitlines()
+    assert any(line.startswith("tts-agent send: membership incomplete: the retained read was "
+                               "cut off at 10 s (--read-limit) after ") for line in lines), lines
+    result = tts("send", "--group", "lobby", "ping", "--wait", "--timeout", "600",
+                 settings=lobby)
+    assert result.returncode == 0 and "incomplete" not in result.stderr, result.stderr
+
+
+def test_a_member_offline_when_sent_that_comes_back_and_finishes_is_counted(
+        mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Path) -> None:
+    """#27 item 11: porch-1's retained status says offline (its Last Will) when the group
+    speak is sent; it comes back (its persistent session holds the command), speaks and
+    finishes: its answer is printed and counted, the wait ends with it, exit 0."""
+    member = settings_for(mqtt_broker, tiny_voice_dir.parent, tmp_path, "porch-1", "porch")
+    with daemon(member, tmp_path / "porch-1.log") as process:
+        wait_state(mqtt_broker, "porch-1", "online")
+        process.send_signal(signal.SIGKILL)
+        process.wait(30)
+    wait_state(mqtt_broker, "porch-1", "offline")
+    controller = settings_for(mqtt_broker, tiny_voice_dir.parent, tmp_path, "controller")
+    command = NS.group_command("porch", "speak")
+    with Recorder(mqtt_broker.settings(), [command.as_filter()], "porch-watch") as watch:
+        send = subprocess.Popen(
+            [*AGENT, "send", "--group", "porch", "speak", "Doors closing.", "--wait",
+             "--timeout", "40"], env=agent_env(controller), stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True)
+        try:
+            watch.wait_for(lambda m: m.topic == command, timeout=60)
+            with running_agent(member):
+                stdout, stderr = send.communicate(timeout=BOUND_S)
+        finally:
+            send.kill()
+            send.wait(10)
+    assert send.returncode == 0, stderr
+    finals = [json.loads(line) for line in stdout.splitlines()]
+    assert [(e["device"], e["event"]) for e in finals] == [("porch-1", "finished")], stdout
+    lines = stderr.splitlines()
+    assert lines[0].startswith("tts-agent send: group porch: 0 expected (online) + 1 back "
+                               "online, 1 answered: 1 succeeded, 0 failed, 0 no answer"), lines
+    assert "tts-agent send: answered after not online when sent: porch-1 (offline when sent; " \
+        "finished)" in lines, lines
+    assert not any("extra" in line or line.startswith("tts-agent send: not online when sent")
+                   for line in lines), lines

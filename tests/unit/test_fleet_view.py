@@ -134,3 +134,43 @@ def test_the_probe_takes_its_own_pongs_and_the_retained_state_wins() -> None:
     for device in ("c", "d"):
         view.offer(message(f"tts/{device}/events", pong(device)))
     assert len(view) == 3 and view.over_cap == 1  # the device cap holds for answers too
+
+
+def test_a_read_cut_off_or_past_the_cap_makes_the_view_incomplete() -> None:
+    """#27 item 10: ``settle`` tells a read stopped at its limit; the account exits 3."""
+    from agent.commands.send_account import incomplete
+
+    view = FleetView(NS, max_devices=1)
+    assert view.settle(0.01, longest_s=5) and view.complete and incomplete(view) is None
+    assert not view.settle(5, longest_s=0.05)  # no quiet of 5 s within 0.05 s
+    assert not view.complete and view.cut_off_s == 0.05
+    for device in ("a", "b"):
+        view.offer(message(f"tts/{device}/status", {"state": "online", "device": device}))
+    why = incomplete(view)
+    assert view.read == 2 and why == (
+        "the retained read was cut off at 0.05 s (--read-limit) after 2 messages, before a "
+        "quiet --settle; 1 messages about devices past the cap of 1 were not kept")
+    account = Account({"a"}, timeout=5, incomplete=why)
+    account.finals["a"] = {"event": "finished"}
+    assert account.status() == 3
+    assert summary(account, "lobby", {})[-1].startswith("membership incomplete: the retained")
+
+
+def test_a_member_back_online_is_waited_for_and_counted() -> None:
+    """#27 item 11: a member not online when sent that comes back answers as a member."""
+    account = Account({"a"}, timeout=5, not_online={"b": "offline", "c": "stopped"})
+    account.start(0.0)
+    account.finals["a"] = {"event": "finished"}
+    assert account.open(1.0) == set()
+    account.come_back("b", 1.0)
+    assert account.open(1.0) == {"b"} and account.open(7.0) == set()
+    assert account.member("b") and not account.member("z")
+    account.finals["b"] = {"event": "finished"}
+    lines = summary(account, "lobby", account.absent())
+    assert lines[0].startswith("group lobby: 1 expected (online) + 1 back online, 2 answered: "
+                               "2 succeeded, 0 failed, 0 no answer")
+    assert "answered after not online when sent: b (offline when sent; finished)" in lines
+    assert lines[-1] == "not online when sent: c (stopped)"
+    assert account.status() == 3
+    account.online_only = True
+    assert account.status() == 0
