@@ -71,7 +71,8 @@ class Inbox:
     and ``volume`` in a control lane (:data:`CONTROL_QUEUE` long) served first; speaks,
     ``reload`` and the rest in the speak lane (``maxsize``, ``mqtt.intake_queue``), in order.
     A ``stop`` still comes after every request queued before it (so that it cuts them); the
-    other control commands overtake. Same calls as the :class:`queue.Queue` it replaces."""
+    other control commands overtake speaks and a waiting stop, in their order. Same calls as
+    the :class:`queue.Queue` it replaces."""
 
     def __init__(self, maxsize: int, controls: int = CONTROL_QUEUE) -> None:
         self.maxsize = maxsize
@@ -101,11 +102,12 @@ class Inbox:
             if not self._ready.wait_for(lambda: self._speaks or self._controls,
                                         timeout if block else 0):
                 raise queue.Empty
-            if self._controls:
-                order, head = self._controls[0]
-                if not (isinstance(head.command, StopCommand) and self._speaks
-                        and self._speaks[0][0] < order):
-                    return self._controls.popleft()[1]
+            first = self._speaks[0][0] if self._speaks else None
+            for index, (order, control) in enumerate(self._controls):
+                if first is None or first > order or not isinstance(control.command,
+                                                                    StopCommand):
+                    del self._controls[index]
+                    return control
             return self._speaks.popleft()[1]
 
     def get_nowait(self) -> Request:
