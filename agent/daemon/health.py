@@ -12,7 +12,6 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 if TYPE_CHECKING:
-    import queue
 
     from agent.audio.player import AudioPlayer
     from agent.hardware.effective import EffectiveProfile
@@ -43,6 +42,12 @@ MIN_BEAT_TIMEOUT_S = 5.0
 _PROFILE_DETAILS = ("candidates", "why", "origins")
 """Parts of the profile description left out of the report's ``hardware``
 (``tts-agent profile`` shows them)."""
+
+
+class _Waiting(Protocol):
+    """The intake queue as the report sees it (:class:`agent.mqtt.intake.Inbox`)."""
+
+    def qsize(self) -> int: ...
 
 
 class _Bounded(Protocol):
@@ -95,7 +100,7 @@ class ServiceParts(Protocol):
     def tracker(self) -> RequestTracker: ...
 
     @property
-    def requests(self) -> queue.Queue[Any]: ...
+    def requests(self) -> _Waiting: ...
 
     @property
     def journal(self) -> RequestJournal: ...

@@ -11,7 +11,6 @@ docs/internals.md#the-daemon-threads-and-start-up.
 from __future__ import annotations
 
 import contextlib
-import queue
 import threading
 import time
 from collections.abc import Callable
@@ -35,7 +34,7 @@ from agent.library.watch import ModelWatcher
 from agent.logs import get_logger
 from agent.mqtt.client import MqttClient, OutboundMessage
 from agent.mqtt.dispatch import Dispatcher
-from agent.mqtt.intake import Intake, Request
+from agent.mqtt.intake import Inbox, Intake
 from agent.mqtt.journal import RequestJournal
 from agent.mqtt.protocol import PingStatus, Presence, to_payload
 from agent.mqtt.publisher import EventPublisher, OfflinePublisher
@@ -148,7 +147,7 @@ class AgentService:
         self.publisher = EventPublisher(self.client or OfflinePublisher(), self.topics)
         self.journal = RequestJournal.for_settings(settings)
         self.tracker = RequestTracker(self.publisher, recorder=self.health, observer=self.journal)
-        self.requests: queue.Queue[Request] = queue.Queue(maxsize=mqtt.intake_queue)
+        self.requests = Inbox(mqtt.intake_queue)  # control commands in a lane of their own
         self.intake = Intake(
             topics=self.topics, groups=tuple(mqtt.groups), tracker=self.tracker,
             requests=self.requests, max_payload_bytes=mqtt.max_payload_bytes,

@@ -18,7 +18,7 @@ from collections.abc import Callable, Collection
 from typing import Any, Protocol
 
 from agent.logs import bind_request, get_logger
-from agent.mqtt.intake import Request
+from agent.mqtt.intake import Inbox, Request
 from agent.mqtt.protocol import (
     PingCommand,
     PingStatus,
@@ -107,11 +107,12 @@ def speak_request(command: SpeakCommand, *,
 
 
 class Dispatcher:
-    """Thread ``dispatch``: one request at a time from the intake queue."""
+    """Thread ``dispatch``: one request at a time from the intake queue (an :class:`Inbox`:
+    control commands first)."""
 
     def __init__(
         self,
-        requests: queue.Queue[Request],
+        requests: Inbox | queue.Queue[Request],
         jobs: JobQueue,
         tracker: RequestTracker,
         controls: Controls,

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
     from agent.hardware.effective import EffectiveProfile
     from agent.mqtt.intake import Intake
+    from agent.mqtt.publisher import ReplyRoute
     from agent.settings import MqttSettings, Settings
 
 __all__ = ["MARKER_NAME", "MIN_INTERVAL_S", "HaContext", "HaDiscovery", "HaOptions", "build",
@@ -168,22 +169,23 @@ class HaDiscovery:
             self._wake.set()
 
     def _on_notify(self, message: InboundMessage) -> None:
+        """Answered like a command: on the events topic and the Response Topic, if any."""
         options, settings = self.options, self._settings()
-        if not options.enabled:  # switched off at a reload: still answered, never lost
-            self.intake.refuse(CommandRejected(
-                "Home Assistant discovery is off on this device (mqtt.ha_discovery)",
-                salvage_id(message.payload, max_bytes=settings.mqtt.max_payload_bytes),
-                "speak"), "speak")
-            return
+        reply: ReplyRoute | None = None
         try:
-            request = notify_request(message, priority=options.priority,
+            reply = self.intake.reply_route(message)  # the command topics' rules
+            if not options.enabled:  # switched off at a reload: still answered, never lost
+                raise CommandRejected(
+                    "Home Assistant discovery is off on this device (mqtt.ha_discovery)",
+                    command="speak")
+            request = notify_request(message, priority=options.priority, reply=reply,
                                      max_payload_bytes=settings.mqtt.max_payload_bytes,
                                      max_text_chars=settings.synthesis.max_text_chars)
         except CommandRejected as exc:
             if exc.request_id is None:
                 exc.request_id = salvage_id(message.payload,
                                             max_bytes=settings.mqtt.max_payload_bytes)
-            self.intake.refuse(exc, "speak")
+            self.intake.refuse(exc, "speak", reply)
             return
         self.intake.submit(request)
 

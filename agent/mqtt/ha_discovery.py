@@ -17,6 +17,7 @@ from agent import jsonbound
 from agent.mqtt.client import InboundMessage
 from agent.mqtt.intake import RETAINED_REASON, Request
 from agent.mqtt.protocol import CommandRejected, describe_json_error, parse_command
+from agent.mqtt.publisher import ReplyRoute
 from agent.mqtt.topics import DeviceTopics
 
 __all__ = ["MAX_CONFIG_BYTES", "ORIGIN", "DiscoveryInfo", "discovery_payload",
@@ -131,14 +132,15 @@ def _refuse_array(payload: bytes, max_bytes: int) -> None:
 
 
 def notify_request(message: InboundMessage, *, priority: str, max_payload_bytes: int,
-                   max_text_chars: int) -> Request:
+                   max_text_chars: int, reply: ReplyRoute | None = None) -> Request:
     """A speak request from a message on the notify topic; raises :class:`CommandRejected`.
 
     Plain text is spoken with ``priority``; a payload that starts with ``{`` is read as a
     ``speak`` command. A JSON array, and JSON nested too deeply, are refused (not read
     aloud); text that only starts with ``[`` ("[Alarm] door open") is plain text. Retained
     messages are refused like retained commands, and so is a payload over
-    ``max_payload_bytes`` or text over ``max_text_chars``.
+    ``max_payload_bytes`` or text over ``max_text_chars``. ``reply``: the message's Response
+    Topic (:meth:`agent.mqtt.intake.Intake.reply_route`), answered there too.
     """
     payload = message.payload
     if message.retain:
@@ -161,4 +163,4 @@ def notify_request(message: InboundMessage, *, priority: str, max_payload_bytes:
                                                                     max_payload_bytes),
                             max_text_chars=max_text_chars)
     deadline = None if message.expiry_s is None else message.received + message.expiry_s
-    return Request(command, "speak", None, None, None, deadline, message.received)
+    return Request(command, "speak", None, reply, None, deadline, message.received)

@@ -3,13 +3,16 @@
 Runs on the MQTT network thread, so it only parses, checks and hands on; it never waits. A
 message it cannot accept is answered with a ``rejected`` event right here; a repeat of an id
 in use is answered by the tracker (:meth:`agent.mqtt.tracker.RequestTracker.admit`) and not
-queued. The design: docs/internals.md#the-intake.
+queued. :class:`Inbox` keeps control commands (ping, stop, volume) off the speaks' queue, so
+a flood of speaks never makes them ``busy``. The design: docs/internals.md#the-intake.
 """
 
 from __future__ import annotations
 
+import itertools
 import queue
 import threading
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -19,6 +22,9 @@ from agent.mqtt.hermes import HermesOrigin, HermesRejected, parse_say
 from agent.mqtt.protocol import (
     Command,
     CommandRejected,
+    PingCommand,
+    StopCommand,
+    VolumeCommand,
     new_request_id,
     parse_command,
     salvage_id,
@@ -29,11 +35,13 @@ from agent.mqtt.topics import HERMES_SAY, CommandRoute, DeviceTopics, Topic, Top
 from agent.mqtt.tracker import RequestTracker
 from agent.outcomes import Outcome
 
-__all__ = ["RETAINED_REASON", "Intake", "Request"]
+__all__ = ["CONTROL_QUEUE", "RETAINED_REASON", "Inbox", "InboxFull", "Intake", "Request"]
 
 log = get_logger(__name__)
 
 RETAINED_REASON = "retained commands are not executed; publish without the retain flag"
+CONTROL_QUEUE = 64
+"""Length of :class:`Inbox`'s control lane (ping, stop, volume)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +62,65 @@ class Request:
         return self.command.id or ""
 
 
+class InboxFull(queue.Full):
+    """A lane of the :class:`Inbox` is full; the message is the ``busy:`` reason."""
+
+
+class Inbox:
+    """The intake queue in two bounded lanes, network thread -> dispatcher: ``ping``, ``stop``
+    and ``volume`` in a control lane (:data:`CONTROL_QUEUE` long) served first; speaks,
+    ``reload`` and the rest in the speak lane (``maxsize``, ``mqtt.intake_queue``), in order.
+    A ``stop`` still comes after every request queued before it (so that it cuts them); the
+    other control commands overtake speaks and a waiting stop, in their order. Same calls as
+    the :class:`queue.Queue` it replaces."""
+
+    def __init__(self, maxsize: int, controls: int = CONTROL_QUEUE) -> None:
+        self.maxsize = maxsize
+        self.control_maxsize = controls
+        self._speaks: deque[tuple[int, Request]] = deque()
+        self._controls: deque[tuple[int, Request]] = deque()
+        self._order = itertools.count()
+        self._ready = threading.Condition()
+
+    def put_nowait(self, request: Request) -> None:
+        """Queue ``request`` in its lane; raises :class:`InboxFull` when that lane is full."""
+        control = isinstance(request.command, (PingCommand, StopCommand, VolumeCommand))
+        lane, size = ((self._controls, self.control_maxsize) if control
+                      else (self._speaks, self.maxsize))
+        with self._ready:
+            if len(lane) >= size:
+                raise InboxFull(f"busy: {'control' if control else 'intake'} queue full "
+                                f"({size})")
+            lane.append((next(self._order), request))
+            self._ready.notify()
+
+    put = put_nowait
+
+    def get(self, block: bool = True, timeout: float | None = None) -> Request:
+        """The next request (a control one first); raises :class:`queue.Empty`."""
+        with self._ready:
+            if not self._ready.wait_for(lambda: self._speaks or self._controls,
+                                        timeout if block else 0):
+                raise queue.Empty
+            first = self._speaks[0][0] if self._speaks else None
+            for index, (order, control) in enumerate(self._controls):
+                if first is None or first > order or not isinstance(control.command,
+                                                                    StopCommand):
+                    del self._controls[index]
+                    return control
+            return self._speaks.popleft()[1]
+
+    def get_nowait(self) -> Request:
+        return self.get(block=False)
+
+    def qsize(self) -> int:
+        with self._ready:
+            return len(self._speaks) + len(self._controls)
+
+    def empty(self) -> bool:
+        return self.qsize() == 0
+
+
 class Intake:
     """Turns inbound MQTT messages into requests. :meth:`on_message` runs on the network thread."""
 
@@ -63,7 +130,7 @@ class Intake:
         topics: DeviceTopics,
         groups: tuple[str, ...],
         tracker: RequestTracker,
-        requests: queue.Queue[Request],
+        requests: Inbox | queue.Queue[Request],
         max_payload_bytes: int,
         max_text_chars: int,
         hermes_site_id: str | None,
@@ -102,11 +169,12 @@ class Intake:
         ``rejected`` when the queue is full or the agent is stopping), like a command's."""
         self._enqueue(request)
 
-    def refuse(self, exc: CommandRejected, name: str) -> None:
-        """Network thread: answer a message an add-on could not turn into a request."""
+    def refuse(self, exc: CommandRejected, name: str, reply: ReplyRoute | None = None) -> None:
+        """Network thread: answer a message an add-on could not turn into a request (also on
+        its Response Topic, ``reply``)."""
         if exc.request_id is None:
             exc.request_id = new_request_id()
-        self._reject(exc, name, None, None)
+        self._reject(exc, name, reply, None)
 
     def on_message(self, message: InboundMessage) -> None:
         """Network thread: validate, dedupe, enqueue, or answer with ``rejected``."""
@@ -127,7 +195,7 @@ class Intake:
             return
         reply: ReplyRoute | None = None
         try:
-            reply = self._reply_route(message)
+            reply = self.reply_route(message)
             if message.retain:
                 raise CommandRejected(RETAINED_REASON, command=route.name)
             command = parse_command(route.name, message.payload,
@@ -151,7 +219,7 @@ class Intake:
             return
         name = route.name if len(route.name) <= 64 else route.name[:64] + "..."
         try:
-            reply = self._reply_route(message)
+            reply = self.reply_route(message)
         except CommandRejected:
             reply = None  # the rejection below answers it on the events topic alone
         self._reject(CommandRejected(f"command topic refused: {message.error}",
@@ -176,7 +244,9 @@ class Intake:
         self._enqueue(Request(command, "speak", None, None, origin, self._deadline(message),
                               message.received))
 
-    def _reply_route(self, message: InboundMessage | RefusedTopicMessage) -> ReplyRoute | None:
+    def reply_route(self, message: InboundMessage | RefusedTopicMessage) -> ReplyRoute | None:
+        """The message's Response Topic and Correlation Data, or None without one; raises
+        :class:`CommandRejected` for a Response Topic that may not be used."""
         if message.response_topic is None:
             return None
         try:
@@ -213,8 +283,9 @@ class Intake:
             return
         try:
             self.requests.put_nowait(request)
-        except queue.Full:
-            self._answer_rejected(request, f"busy: intake queue full ({self.requests.maxsize})")
+        except queue.Full as exc:
+            self._answer_rejected(request, str(exc) if isinstance(exc, InboxFull)
+                                  else f"busy: intake queue full ({self.requests.maxsize})")
 
     def _answer_rejected(self, request: Request, reason: str) -> None:
         self.tracker.answer(request.id, request.name, Outcome.REJECTED, reason=reason,
