@@ -255,6 +255,7 @@ def _models(settings: Settings, profile: EffectiveProfile | None) -> list[Check]
         resolve_bundle_dir,
         verify_bundle,
     )
+    from agent.voice.signature import TrustPolicy
 
     models, name = settings.models.dir, settings.models.default_voice
     where = _readable_dir("models.dir", models)
@@ -269,8 +270,12 @@ def _models(settings: Settings, profile: EffectiveProfile | None) -> list[Check]
                              f"(installed: {', '.join(installed) or 'none'})")]
     try:
         bundle_dir = resolve_bundle_dir(models / name)
+        signed = TrustPolicy.from_files(settings.models.trusted_keys,  # over the raw bytes,
+                                        settings.models.require_signature).check(bundle_dir)
         variant = _served_variant(settings, profile, read_manifest(bundle_dir)["variants"])
-        bundle = verify_bundle(bundle_dir, variant)
+        bundle = verify_bundle(bundle_dir, variant)  # then parsed (bounded) and checked
+        if signed is not None:
+            signed.confirm(bundle)
     except (BundleError, OSError) as exc:
         return [where, Check("models.default_voice", f"voice {name!r}: {exc}")]
     note = (f"{name} {bundle.version} in {bundle_dir}: the {variant} model and the voice config "
