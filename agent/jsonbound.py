@@ -1,8 +1,9 @@
 """Bounded JSON: a size limit and a nesting limit, both checked before the parser runs.
 
-Every door that reads JSON from outside (MQTT commands, Hermes, the Home Assistant notify
-topic, Wyoming events) and the voice bundle manifest go through :func:`loads` (or
-:func:`check`, before a parser of their own): the nesting is measured by one linear scan
+Every JSON from outside (MQTT commands, Hermes, the Home Assistant notify topic, Wyoming
+events, retained status read by ``fleet``, a bundle's manifest, signature and voice config, a
+JSON lexicon) goes through :func:`loads` (or :func:`depth_error` before pydantic's parser;
+the table: docs/internals.md#bounded-json): the nesting is measured by one linear scan
 outside strings, so no parser is ever handed input deep enough to recurse without end
 (``RecursionError``); a number literal longer than :data:`MAX_NUMBER_CHARS`, ``NaN``,
 ``Infinity`` or a float out of range is refused with its reason. See docs/architecture.md.
