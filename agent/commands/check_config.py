@@ -255,6 +255,7 @@ def _models(settings: Settings, profile: EffectiveProfile | None) -> list[Check]
         resolve_bundle_dir,
         verify_bundle,
     )
+    from agent.voice.config import VoiceConfig, VoiceLoadError
     from agent.voice.signature import TrustPolicy
 
     models, name = settings.models.dir, settings.models.default_voice
@@ -276,10 +277,11 @@ def _models(settings: Settings, profile: EffectiveProfile | None) -> list[Check]
         bundle = verify_bundle(bundle_dir, variant)  # then parsed (bounded) and checked
         if signed is not None:
             signed.confirm(bundle)
-    except (BundleError, OSError) as exc:
+        VoiceConfig.from_file(bundle.config_path)  # parsed (bounded) as the agent will
+    except (BundleError, VoiceLoadError, OSError) as exc:
         return [where, Check("models.default_voice", f"voice {name!r}: {exc}")]
     note = (f"{name} {bundle.version} in {bundle_dir}: the {variant} model and the voice config "
-            "match their sha256")
+            "match their sha256, the config parses")
     try:
         read_bundle(bundle_dir)
         note += "; the other files' sizes match"
