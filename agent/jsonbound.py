@@ -1,22 +1,31 @@
 """Bounded JSON: a size limit and a nesting limit, both checked before the parser runs.
 
-Every door that reads JSON from outside (MQTT commands, Hermes, the Home Assistant notify
-topic, Wyoming events) and the voice bundle manifest go through :func:`loads` (or
-:func:`check`, before a parser of their own): the nesting is measured by one linear scan
+Every JSON from outside (MQTT commands, Hermes, the Home Assistant notify topic, Wyoming
+events, retained status read by ``fleet``, a bundle's manifest, signature and voice config, a
+JSON lexicon) goes through :func:`loads` (or :func:`depth_error` before pydantic's parser;
+the table: docs/internals.md#bounded-json): the nesting is measured by one linear scan
 outside strings, so no parser is ever handed input deep enough to recurse without end
-(``RecursionError``). See docs/architecture.md (leaves).
+(``RecursionError``); a number literal longer than :data:`MAX_NUMBER_CHARS`, ``NaN``,
+``Infinity`` or a float out of range is refused with its reason. See docs/architecture.md.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
-from typing import Final
+from collections.abc import Callable
+from typing import Any, Final
 
-__all__ = ["MAX_DEPTH", "JsonError", "TooDeep", "check", "depth_error", "loads"]
+__all__ = ["MAX_DEPTH", "MAX_NUMBER_CHARS", "JsonError", "TooDeep", "check", "depth_error",
+           "loads"]
 
 MAX_DEPTH: Final = 200
 """Deepest nesting of arrays and objects accepted (pydantic's JSON parser stops at 200 too)."""
+
+MAX_NUMBER_CHARS: Final = 100
+"""Longest number literal accepted: no setting, count or size needs more (Python's ``int()``
+refuses above 4,300 digits, with a message about ``sys.set_int_max_str_digits``)."""
 
 _TOKEN = re.compile(r'["\[\]{}]')
 _STRING_REST = re.compile(r'[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
@@ -30,6 +39,31 @@ class JsonError(ValueError):
 
 class TooDeep(JsonError):
     """JSON nested deeper than the limit."""
+
+
+def _long(literal: str) -> JsonError | None:
+    if len(literal) > MAX_NUMBER_CHARS:
+        return JsonError(f"number too long: {len(literal)} characters, limit {MAX_NUMBER_CHARS}")
+    return None
+
+
+def _int(literal: str) -> int:
+    if (error := _long(literal)) is not None:
+        raise error
+    return int(literal)
+
+
+def _float(literal: str) -> float:
+    if (error := _long(literal)) is not None:
+        raise error
+    value = float(literal)
+    if not math.isfinite(value):
+        raise JsonError(f"number out of range: {literal}")
+    return value
+
+
+def _constant(name: str) -> float:
+    raise JsonError(f"not a JSON number: {name}")
 
 
 def depth_error(text: str | bytes, max_depth: int = MAX_DEPTH) -> str | None:
@@ -66,13 +100,18 @@ def check(data: str | bytes, *, max_bytes: int, max_depth: int = MAX_DEPTH) -> N
         raise TooDeep(why)
 
 
-def loads(data: str | bytes, *, max_bytes: int, max_depth: int = MAX_DEPTH) -> object:
+def loads(data: str | bytes, *, max_bytes: int, max_depth: int = MAX_DEPTH,
+          object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None) -> object:
     """``json.loads`` of ``data`` within the bounds; raises :class:`JsonError` (never
-    ``RecursionError``). Bytes must be UTF-8."""
+    ``RecursionError``, nor ``int()``'s digit limit). Bytes must be UTF-8. ``object_pairs_hook``
+    is ``json.loads``'s (a ``ValueError`` it raises is reported as malformed JSON)."""
     check(data, max_bytes=max_bytes, max_depth=max_depth)
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data
-        return json.loads(text)
+        return json.loads(text, parse_int=_int, parse_float=_float, parse_constant=_constant,
+                          object_pairs_hook=object_pairs_hook)
+    except JsonError:
+        raise
     except UnicodeDecodeError as exc:
         raise JsonError(f"not UTF-8: {exc.reason}") from None
     except ValueError as exc:

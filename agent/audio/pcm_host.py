@@ -24,6 +24,7 @@ from typing import Any
 import alsaaudio
 
 import agent
+from agent import jsonbound
 from agent.audio import pcm_server as proto
 from agent.logs import get_logger, helper_arguments
 
@@ -159,7 +160,7 @@ class PcmHost:
         if status != proto.OK:
             raise alsaaudio.ALSAAudioError(payload.decode("utf-8", "replace"))
         try:
-            info = json.loads(payload)
+            info: Any = jsonbound.loads(payload, max_bytes=proto.MAX_PAYLOAD)
             buffer_s, max_write = _sizes(info)
         except (ValueError, TypeError, AttributeError):
             self._drop(helper, "it sent garbage")

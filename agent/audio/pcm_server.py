@@ -18,6 +18,8 @@ import struct
 import sys
 from typing import Any
 
+from agent import jsonbound
+
 __all__ = ["ALSA_ERROR", "AVAIL", "BAD_REQUEST", "CLOSE", "DROP", "HEADER", "MAX_PAYLOAD",
            "OK", "OPEN", "OPEN_KEYS", "READY", "WRITE", "main"]
 
@@ -69,7 +71,7 @@ class _Server:
         raise ValueError(f"unknown operation {op}")
 
     def _open(self, payload: bytes) -> bytes:
-        params = json.loads(payload)
+        params = jsonbound.loads(payload, max_bytes=MAX_PAYLOAD)
         if not isinstance(params, dict) or sorted(params) != sorted(OPEN_KEYS):
             raise ValueError(f"OPEN takes exactly {', '.join(OPEN_KEYS)}")
         device = params["device"]

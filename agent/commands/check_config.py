@@ -255,6 +255,8 @@ def _models(settings: Settings, profile: EffectiveProfile | None) -> list[Check]
         resolve_bundle_dir,
         verify_bundle,
     )
+    from agent.voice.config import VoiceConfig, VoiceLoadError
+    from agent.voice.signature import TrustPolicy
 
     models, name = settings.models.dir, settings.models.default_voice
     where = _readable_dir("models.dir", models)
@@ -269,12 +271,17 @@ def _models(settings: Settings, profile: EffectiveProfile | None) -> list[Check]
                              f"(installed: {', '.join(installed) or 'none'})")]
     try:
         bundle_dir = resolve_bundle_dir(models / name)
+        signed = TrustPolicy.from_files(settings.models.trusted_keys,  # over the raw bytes,
+                                        settings.models.require_signature).check(bundle_dir)
         variant = _served_variant(settings, profile, read_manifest(bundle_dir)["variants"])
-        bundle = verify_bundle(bundle_dir, variant)
-    except (BundleError, OSError) as exc:
+        bundle = verify_bundle(bundle_dir, variant)  # then parsed (bounded) and checked
+        if signed is not None:
+            signed.confirm(bundle)
+        VoiceConfig.from_file(bundle.config_path)  # parsed (bounded) as the agent will
+    except (BundleError, VoiceLoadError, OSError) as exc:
         return [where, Check("models.default_voice", f"voice {name!r}: {exc}")]
     note = (f"{name} {bundle.version} in {bundle_dir}: the {variant} model and the voice config "
-            "match their sha256")
+            "match their sha256, the config parses")
     try:
         read_bundle(bundle_dir)
         note += "; the other files' sizes match"

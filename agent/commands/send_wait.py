@@ -13,6 +13,7 @@ import queue
 import time
 from typing import TYPE_CHECKING, Any
 
+from agent import jsonbound
 from agent.commands import NO_ANSWER, CommandError, shown
 from agent.outcomes import SUCCESS, Outcome
 
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
 
 __all__ = ["NO_ANSWER", "SUCCESS_EVENTS", "await_final", "event_for", "register", "succeeded"]
 
+MAX_EVENT_BYTES = 1 << 20
+"""The largest event read (bounded JSON: :mod:`agent.jsonbound`); an agent's are a few KB."""
 SUCCESS_EVENTS = SUCCESS
 """Final events that make the exit status 0 (:data:`agent.outcomes.SUCCESS`); any other is 1."""
 
@@ -72,8 +75,8 @@ def event_for(message: InboundMessage, request_id: str, reply: Topic | None,
     """The event in ``message`` when it is about ``request_id`` (a reply only with our
     Correlation Data); None otherwise."""
     try:
-        event = json.loads(message.payload)
-    except ValueError:
+        event = jsonbound.loads(message.payload, max_bytes=MAX_EVENT_BYTES)
+    except jsonbound.JsonError:  # deep, huge or malformed: not an answer
         return None
     if not isinstance(event, dict) or event.get("id") != request_id:
         return None

@@ -9,12 +9,12 @@ inherit a stale thread count).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from agent import jsonbound
 from agent.fsutil import atomic_write
 from agent.hardware.runtime import ModelVariant, ThreadAffinity
 
@@ -71,10 +71,10 @@ def read_tune(path: Path) -> TuneOverride | None:
     try:
         if path.stat().st_size > MAX_TUNE_BYTES:
             raise TuneFileError(f"{path}: larger than {MAX_TUNE_BYTES} bytes")
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = jsonbound.loads(path.read_bytes(), max_bytes=MAX_TUNE_BYTES)
     except FileNotFoundError:
         return None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, jsonbound.JsonError) as exc:
         raise TuneFileError(f"{path}: unreadable: {exc}") from exc
     try:
         return TuneOverride.model_validate(data)

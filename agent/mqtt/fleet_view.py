@@ -9,13 +9,13 @@ Device states, bounds and the probe: docs/internals.md#the-fleet-view.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
+from agent import jsonbound
 from agent.mqtt.topics import TopicError
 from agent.outcomes import Outcome
 
@@ -159,7 +159,7 @@ class FleetView:
     def _take_pong(self, device: str, payload: bytes) -> bool:
         if len(payload) > self.max_message_bytes or b'"pong"' not in payload:
             return False  # not an answer to the probe: the caller's to handle
-        data = _json_object(payload)
+        data = _json_object(payload, self.max_message_bytes)
         if (data is None or data.get("id") != self._probe_id or data.get("event") != Outcome.PONG
                 or data.get("device") != device):
             return False
@@ -196,7 +196,7 @@ class FleetView:
                 if record is not None:
                     self._forget(record, kind)
                 return
-            data = _json_object(payload)
+            data = _json_object(payload, self.max_message_bytes)
             if data is None:
                 self.invalid += 1
                 return
@@ -305,10 +305,10 @@ class FleetView:
                     "invalid": self.invalid}
 
 
-def _json_object(payload: bytes) -> dict[str, Any] | None:
+def _json_object(payload: bytes, max_bytes: int) -> dict[str, Any] | None:
     try:
-        data = json.loads(payload)
-    except (ValueError, RecursionError):
+        data = jsonbound.loads(payload, max_bytes=max_bytes)
+    except jsonbound.JsonError:  # deep, huge or malformed: the device is shown unreadable
         return None
     return data if isinstance(data, dict) else None
 

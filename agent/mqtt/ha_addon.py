@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from agent import __version__
+from agent import __version__, jsonbound
 from agent.fsutil import atomic_write
 from agent.logs import get_logger
 from agent.mqtt.client import InboundMessage, MqttClient, OutboundMessage
@@ -87,8 +87,9 @@ def published_topic(marker: Path) -> Topic | None:
     has a discovery config topic's shape (``.../device/<node>/config``)."""
     try:
         with marker.open("rb") as handle:
-            data = json.loads(handle.read(_MARKER_MAX_BYTES))
-        topic = Topic(data["topic"] if isinstance(data["topic"], str) else "")
+            data = jsonbound.loads(handle.read(_MARKER_MAX_BYTES), max_bytes=_MARKER_MAX_BYTES)
+        value = data["topic"] if isinstance(data, dict) else None
+        topic = Topic(value if isinstance(value, str) else "")
     except (OSError, ValueError, KeyError, TypeError, TopicError):
         return None
     levels = topic.value.split("/")

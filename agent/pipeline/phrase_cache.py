@@ -18,7 +18,7 @@ from dataclasses import astuple
 from pathlib import Path
 from typing import Any
 
-from agent import __version__
+from agent import __version__, jsonbound
 from agent.audio.format import AudioChunk, AudioFormat
 from agent.fsutil import atomic_write
 from agent.logs import get_logger
@@ -106,7 +106,7 @@ class PhraseCache:
         end = data.find(b"\n", len(MAGIC), len(MAGIC) + MAX_HEADER_BYTES)
         if end < 0:
             raise ValueError("no header")
-        header = json.loads(data[len(MAGIC):end])
+        header: Any = jsonbound.loads(data[len(MAGIC):end], max_bytes=MAX_HEADER_BYTES)
         payload = data[end + 1:]
         digest = hashlib.sha256(payload).hexdigest()
         if len(payload) != header["bytes"] or digest != header["sha256"]:

@@ -20,6 +20,7 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
+from agent import jsonbound
 from agent.text.lexicon import FORMAT_VERSION, Entry, Lexicon, LexiconError, count_words
 
 __all__ = ["MAX_ENTRIES", "MAX_FILE_BYTES", "MAX_KEY_CHARS", "MAX_KEY_WORDS", "MAX_VALUE_CHARS",
@@ -92,7 +93,7 @@ def parse_lexicon(raw: bytes, source: str = "lexicon", *, json_format: bool = Fa
         raise LexiconError(source, [f"not UTF-8 text (byte {exc.start})"]) from None
     try:
         data = _parse_json(text, source) if json_format else _parse_toml(text, source)
-    except RecursionError:  # "[[[[..." a megabyte deep: the parsers recurse
+    except (RecursionError, jsonbound.TooDeep):  # "[[[[...": tomllib recurses; JSON is bounded
         raise LexiconError(source, ["nested too deeply (a lexicon is one table of words)"],
                            ) from None
     words, default_case = _check_header(data, source)
@@ -119,10 +120,13 @@ def _parse_json(text: str, source: str) -> dict[str, Any]:
             out[key] = value
         return out
 
-    try:
-        data = json.loads(text, object_pairs_hook=pairs)
-    except ValueError as exc:  # JSONDecodeError, or a key given twice
-        raise LexiconError(source, [f"not valid JSON: {exc}"]) from None
+    try:  # bounded (agent.jsonbound): nesting and numbers refused before int() sees them
+        data = jsonbound.loads(text, max_bytes=MAX_FILE_BYTES, object_pairs_hook=pairs)
+    except jsonbound.TooDeep:
+        raise
+    except jsonbound.JsonError as exc:  # malformed, a number no lexicon has, a key given twice
+        why = str(exc).removeprefix("malformed JSON: ")
+        raise LexiconError(source, [f"not valid JSON: {why}"]) from None
     if not isinstance(data, dict):
         raise LexiconError(source, ["not a JSON object with version and words"])
     return data

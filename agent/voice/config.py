@@ -3,13 +3,14 @@ checked for values no voice has (docs/voices.md, "What a bundle may hold")."""
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from agent import jsonbound
 from agent.voice.files import UnsafeFileError, open_regular
 
 __all__ = ["MAX_CONFIG_BYTES", "MAX_SAMPLE_RATE", "MIN_SAMPLE_RATE", "VoiceConfig",
@@ -59,7 +60,10 @@ class VoiceConfig:
         if len(raw) > MAX_CONFIG_BYTES:
             raise VoiceLoadError(f"{path}: voice config larger than {MAX_CONFIG_BYTES} bytes")
         try:
-            data = json.loads(raw.decode("utf-8"))
+            data: Any = jsonbound.loads(raw, max_bytes=MAX_CONFIG_BYTES)
+        except jsonbound.JsonError as exc:  # bounded: nesting, size, numbers
+            raise VoiceLoadError(f"{path}: unreadable voice config: {exc}") from None
+        try:
             inference = data.get("inference", {})
             id_map = {str(k): [int(i) for i in v] for k, v in data["phoneme_id_map"].items()}
             config = cls(

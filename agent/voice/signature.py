@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from agent import jsonbound
 from agent.fsutil import atomic_write
 from agent.voice.bundle import MANIFEST_NAME, MAX_MANIFEST_BYTES, Bundle, BundleError
 
@@ -191,8 +192,8 @@ def sign_bundle(bundle_dir: Path, key: Ed25519PrivateKey) -> dict[str, Any]:
 def _parse_signature(path: Path, data: bytes) -> tuple[str, str, bytes]:
     """(key id, manifest sha256, 64 signature bytes) of a signature file's bytes."""
     try:
-        document = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        document = jsonbound.loads(data, max_bytes=MAX_SIGNATURE_BYTES)
+    except jsonbound.JsonError as exc:
         raise SignatureError(f"{path}: unreadable signature file: {exc}") from exc
     if not isinstance(document, dict) or document.get("format") != SIGNATURE_FORMAT:
         raise SignatureError(f"{path}: not a format-{SIGNATURE_FORMAT} signature file")
@@ -340,9 +341,9 @@ def _verified(sig_path: Path, key: TrustedKey, manifest: bytes,
     except InvalidSignature:
         raise SignatureError(f"{sig_path}: signature does not verify with trusted key "
                              f"{key.key_id} ({key.path})") from None
-    try:
-        parsed = json.loads(manifest.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    try:  # verified over these raw bytes above; parsed only now, bounded
+        parsed = jsonbound.loads(manifest, max_bytes=MAX_MANIFEST_BYTES)
+    except jsonbound.JsonError as exc:
         raise SignatureError(f"{sig_path}: the signed manifest is not JSON: {exc}") from exc
     if not isinstance(parsed, dict):
         raise SignatureError(f"{sig_path}: the signed manifest is not a JSON object")

@@ -10,14 +10,13 @@ config (``dataset``).
 
 from __future__ import annotations
 
-import json
 import threading
 from pathlib import Path
 from typing import Any
 
 from wyoming.info import Attribution, Info, TtsProgram, TtsVoice, TtsVoiceSpeaker
 
-from agent import __version__
+from agent import __version__, jsonbound
 from agent.library.voices import VoiceLibrary, VoiceNotFound
 from agent.logs import get_logger
 from agent.voice.bundle import BundleError, read_manifest
@@ -79,7 +78,10 @@ def _read_config(path: Path) -> dict[str, Any]:
         raw = handle.read(MAX_CONFIG_BYTES + 1)
     if len(raw) > MAX_CONFIG_BYTES:
         raise BundleError(f"{path}: voice config larger than {MAX_CONFIG_BYTES} bytes")
-    data = json.loads(raw.decode("utf-8"))
+    try:
+        data = jsonbound.loads(raw, max_bytes=MAX_CONFIG_BYTES)
+    except jsonbound.JsonError as exc:
+        raise BundleError(f"{path}: unreadable voice config: {exc}") from None
     if not isinstance(data, dict):
         raise BundleError(f"{path}: voice config is not a JSON object")
     return data

@@ -69,8 +69,31 @@ def oversize(bundle: Path) -> str:
     return "above the limit"
 
 
+def deep_manifest(bundle: Path) -> str:
+    """#27: 2 KB of 1,000 nested ``[`` (a RecursionError for an unbounded parser)."""
+    (bundle / ".manifest.tmp").write_bytes(b"[" * 1000 + b"]" * 1000)
+    os.replace(bundle / ".manifest.tmp", bundle / "manifest.json")
+    return "unreadable manifest: nested too deeply"
+
+
+def deep_config(bundle: Path) -> str:
+    """#27: the voice config nested 1,000 deep, its manifest entry matching it."""
+    config = bundle / f"{MODEL}.json"
+    deep = b"[" * 1000 + b"]" * 1000
+    (bundle / ".config.tmp").write_bytes(deep)
+    os.replace(bundle / ".config.tmp", config)
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    manifest["files"][config.name] = {"sha256": hashlib.sha256(deep).hexdigest(),
+                                      "size": len(deep)}
+    manifest["version"] = "6.6.6"
+    (bundle / ".manifest.tmp").write_text(json.dumps(manifest))
+    os.replace(bundle / ".manifest.tmp", bundle / "manifest.json")
+    return "unreadable voice config: nested too deeply"
+
+
 HOSTILE: dict[str, Callable[[Path], str]] = {"fifo": fifo, "dev-zero": dev_zero,
-                                             "oversize": oversize}
+                                             "oversize": oversize, "deep-manifest": deep_manifest,
+                                             "deep-config": deep_config}
 
 
 def settings_for(broker: Broker, models: Path, work: Path, *, watch: bool) -> Any:
@@ -100,7 +123,7 @@ def health_with(rec: Recorder, ping: str,
     return rec.wait_json(DEV.health, predicate, timeout=60)
 
 
-@pytest.mark.parametrize("hostile", ["fifo", "dev-zero"])
+@pytest.mark.parametrize("hostile", ["fifo", "dev-zero", "deep-manifest", "deep-config"])
 def test_a_hostile_default_voice_at_start(mqtt_broker: Broker, tiny_voice_dir: Path,
                                           tmp_path: Path, notify: NotifySocket,
                                           hostile: str) -> None:

@@ -210,6 +210,25 @@ def test_check_config_checks_the_lexicon(tmp_path: Path, tiny_models_dir: Path,
     assert all(": warning: text.lexicon: " in x for x in gate.stderr.splitlines())
 
 
+@pytest.mark.parametrize(("raw", "reason"), [
+    (b'{"version": 1, "words": ' + b"[" * 1000 + b"]" * 1000 + b"}",
+     "nested too deeply (a lexicon is one table of words)"),
+    (b'{"version": ' + b"1" * 5000 + b', "words": {}}',
+     "not valid JSON: number too long: 5000 characters, limit 100"),
+])
+def test_check_config_refuses_a_deep_or_huge_json_lexicon(
+        tmp_path: Path, tiny_models_dir: Path, alsa: AlsaConfig, raw: bytes, reason: str) -> None:
+    """#27: a JSON lexicon goes through the bounded parser (agent.jsonbound): nesting and
+    number literals are refused with a reason before the parser or int() see them."""
+    setup = Setup(tmp_path, tiny_models_dir, alsa)
+    lexicon = tmp_path / "lexicon.json"
+    setup.values["text"] = {"lexicon": str(lexicon)}
+    lexicon.write_bytes(raw)
+    refused(setup.run(), "text.lexicon", str(lexicon), reason)
+    gate = setup.run("--gate")
+    assert gate.returncode == 0 and reason in gate.stderr, gate.stderr
+
+
 @pytest.mark.voice
 def test_the_real_voice_speaks_the_lexicon(mqtt_broker: Broker, real_voice_dir: Path,
                                            tmp_path: Path, controller: Recorder) -> None:

@@ -216,6 +216,42 @@ def test_verify_checks_the_sample_rates_agree(tiny_voice_dir: Path) -> None:
     assert "manifest says 22050 Hz" in result.stdout
 
 
+def deep_json(bundle: Path, name: str) -> None:
+    """#27: ``name`` becomes 2 KB of 1,000 nested ``[``; a voice config keeps a manifest entry
+    that matches it (so only parsing it shows what it is)."""
+    from agent.voice.bundle import write_manifest
+
+    (bundle / name).write_bytes(b"[" * 1000 + b"]" * 1000)
+    if name != "manifest.json":
+        write_manifest(bundle, voice=VOICE, version="1.0.0",
+                       sample_rate=make_tiny_voice.SAMPLE_RATE, variants={"fp32": ONNX},
+                       config=name, source="test")
+
+
+@pytest.mark.parametrize(("name", "reason"), [
+    ("manifest.json", "unreadable manifest: nested too deeply: more than 200 levels"),
+    (f"{ONNX}.json", "unreadable voice config: nested too deeply: more than 200 levels"),
+])
+def test_json_nested_1000_deep_is_a_reason_not_a_bug(tiny_voice_dir: Path, name: str,
+                                                     reason: str) -> None:
+    """``models verify`` (status 2, one line naming the file) and ``check-config`` (status 2;
+    with ``--gate`` a warning, status 0) say what is wrong; before #27 a deep voice config
+    ended ``models verify`` with "unexpected RecursionError ... (a bug)", status 1, and passed
+    ``check-config``, which did not parse it."""
+    deep_json(tiny_voice_dir, name)
+    models = tiny_voice_dir.parent
+    verify = tts("models", "verify", models=models)
+    assert verify.returncode == 2, verify.stdout + verify.stderr
+    assert verify.stdout.splitlines() == [verify.stdout.strip()], verify.stdout
+    assert verify.stdout.startswith(f"{VOICE}: FAILED: {tiny_voice_dir / name}: {reason}")
+    assert "a bug" not in verify.stderr and "Recursion" not in verify.stdout + verify.stderr
+    gate = tts("check-config", "--gate", models=models)  # it parses the config as the agent does
+    assert gate.returncode == 0, gate.stderr
+    assert reason in one_error_line(gate) and "the agent starts and reports it" in gate.stderr
+    strict = tts("check-config", models=models)
+    assert strict.returncode == 2 and reason in one_error_line(strict)
+
+
 def test_verify_deep_runs_the_warm_up(tiny_voice_dir: Path) -> None:
     result = tts("models", "verify", "--deep", models=tiny_voice_dir.parent)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -89,6 +89,37 @@ def test_keygen_sign_verify_from_the_command_line(tiny_voice_dir: Path, tmp_path
     assert "Traceback" not in bad_key.stderr
 
 
+def test_deep_json_is_refused_with_its_reason_before_or_after_the_signature(
+        tiny_voice_dir: Path, tmp_path: Path) -> None:
+    """#27: the signature is checked over the manifest's raw bytes before they are parsed, and
+    every parse is bounded: an unsigned manifest nested 1,000 deep is refused as unsigned; a
+    signature file nested 4,096 deep, or a deep manifest signed by a trusted key, is a reason
+    (both ended ``models verify`` with "unexpected RecursionError ... (a bug)" before)."""
+    from agent.voice.signature import load_private_key, sign_bundle
+
+    prefix = tmp_path / "release"
+    keygen(prefix)
+    required = cli_env(tiny_voice_dir.parent, tmp_path, [Path(f"{prefix}.pub")], True)
+    (tiny_voice_dir / "manifest.json").write_bytes(b"[" * 1000 + b"]" * 1000)
+    unsigned = tts_agent("models", "verify", env=required)
+    assert unsigned.returncode == 2, unsigned.stdout + unsigned.stderr
+    assert "unsigned (no manifest.json.sig)" in unsigned.stdout
+    gate = tts_agent("check-config", "--gate", env=required)
+    assert gate.returncode == 0 and "unsigned (no manifest.json.sig)" in gate.stderr, gate.stderr
+
+    sign_bundle(tiny_voice_dir, load_private_key(Path(f"{prefix}.key")))  # vouches for it
+    signed_deep = tts_agent("models", "verify", env=required)
+    assert signed_deep.returncode == 2, signed_deep.stdout + signed_deep.stderr
+    assert "the signed manifest is not JSON: nested too deeply" in signed_deep.stdout
+
+    (tiny_voice_dir / "manifest.json.sig").write_bytes(b"[" * 4096)
+    deep_sig = tts_agent("models", "verify", env=required)
+    assert deep_sig.returncode == 2, deep_sig.stdout + deep_sig.stderr
+    assert "unreadable signature file: nested too deeply" in deep_sig.stdout
+    for result in (unsigned, gate, signed_deep, deep_sig):
+        assert "a bug" not in result.stderr and "Recursion" not in result.stdout + result.stderr
+
+
 @pytest.fixture()
 def staged(tiny_voice_dir: Path, tmp_path: Path) -> tuple[Path, Path, str]:
     """models/tiny-test/{1.0.0 (signed), 2.0.0 (unsigned)}, current -> 1.0.0; the key pair."""

@@ -136,3 +136,20 @@ def test_bounded_json_errors_are_one_line(data: bytes, why: str) -> None:
     with pytest.raises(jsonbound.JsonError, match=why) as caught:
         jsonbound.loads(data, max_bytes=100)
     assert not isinstance(caught.value, jsonbound.TooDeep)
+
+
+@pytest.mark.parametrize(("data", "why"), [
+    (b"9" * 5000, "number too long: 5000 characters, limit 100"),  # int() would refuse it
+    (b'{"rate": ' + b"1" * 101 + b"}", "number too long: 101 characters"),
+    (b"[0." + b"0" * 200 + b"1]", "number too long: 203 characters"),
+    (b"[1e999]", "number out of range: 1e999"),
+    (b'{"x": NaN}', "not a JSON number: NaN"),
+    (b"-Infinity", "not a JSON number: -Infinity"),
+])
+def test_bounded_json_refuses_numbers_no_config_has(data: bytes, why: str) -> None:
+    """Numbers are bounded too: a long literal never reaches ``int()`` (whose 4,300-digit
+    limit raises a ValueError about sys.set_int_max_str_digits), nor NaN, nor infinity."""
+    with pytest.raises(jsonbound.JsonError, match=why):
+        jsonbound.loads(data, max_bytes=1 << 20)
+    big = int("9" * jsonbound.MAX_NUMBER_CHARS)
+    assert jsonbound.loads(json.dumps([big, -1.5e300]), max_bytes=1000) == [big, -1.5e300]

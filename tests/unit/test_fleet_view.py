@@ -174,3 +174,22 @@ def test_a_member_back_online_is_waited_for_and_counted() -> None:
     assert account.status() == 3
     account.online_only = True
     assert account.status() == 0
+
+
+def test_deep_or_huge_retained_json_is_counted_not_a_crash() -> None:
+    """#27: any client may publish a retained status or health; JSON nested 1,000 deep (a
+    RecursionError for ``send --wait`` before) or a 5,000-digit number is "not the agent's JSON"
+    (bounded: agent.jsonbound), and what the device said before is kept."""
+    from agent.commands.send_wait import event_for
+
+    view = FleetView(NS)
+    view.offer(message("tts/a/status", {"state": "online", "device": "a"}))
+    for payload in (b"[" * 1000, b'{"state": "online", "x": ' + b"9" * 5000 + b"}"):
+        view.offer(message("tts/a/status", payload))
+        view.offer(message("tts/a/health", payload))
+        view.offer(message("tts/b/status", payload))
+        assert event_for(message("tts/a/events", payload), "s1", None, None) is None
+    assert [(r.device, r.state) for r in view.rows(now=NOW)] == [("a", "online")]
+    assert view.counts() == {"over_cap": 0, "oversize": 0, "invalid": 6}
+    deep_event = b'{"id": "s1", "event": "finished", "x": ' + b"[" * 1000 + b"]" * 1000 + b"}"
+    assert event_for(message("tts/a/events", deep_event), "s1", None, None) is None

@@ -164,15 +164,41 @@ def corrupt_wrong_inputs(bundle: Path) -> None:
                                  bundle=bundle)
 
 
+def corrupt_deep_manifest(bundle: Path) -> None:
+    """#27: 2 KB of 1,000 nested ``[`` (a RecursionError for an unbounded parser)."""
+    (bundle / ".manifest.tmp").write_bytes(b"[" * 1000 + b"]" * 1000)
+    os.replace(bundle / ".manifest.tmp", bundle / "manifest.json")
+
+
+def corrupt_deep_config(bundle: Path) -> None:
+    """#27: a voice config nested 1,000 deep whose sha256 the manifest lists."""
+    (bundle / f"{VOICE}.onnx.json").write_bytes(b"[" * 1000 + b"]" * 1000)
+    write_manifest(bundle, voice=VOICE, version="9.9.9", sample_rate=16000,
+                   variants={"fp32": f"{VOICE}.onnx"}, config=f"{VOICE}.onnx.json", source="t")
+
+
+def corrupt_huge_number(bundle: Path) -> None:
+    """#27: a sample rate of 5,000 digits (int() refuses it with a ValueError of its own)."""
+    path = bundle / "manifest.json"
+    text = path.read_text().replace('"sample_rate": 16000', '"sample_rate": ' + "9" * 5000)
+    assert "9" * 5000 in text
+    (bundle / ".manifest.tmp").write_text(text)
+    os.replace(bundle / ".manifest.tmp", path)
+
+
 @pytest.mark.parametrize(
     ("corrupt", "reason"),
     [
+        (corrupt_deep_manifest, "unreadable manifest: nested too deeply: more than 200 levels"),
+        (corrupt_deep_config, "unreadable voice config: nested too deeply: more than 200"),
+        (corrupt_huge_number, "number too long: 5000 characters"),
         (corrupt_truncated, "size"),
         (corrupt_wrong_hash, "sha256"),
         (corrupt_not_onnx, "onnxruntime cannot load"),
         (corrupt_wrong_inputs, "lack"),
     ],
-    ids=["truncated", "wrong-hash", "not-onnx", "wrong-inputs"],
+    ids=["deep-manifest", "deep-config", "huge-number", "truncated", "wrong-hash", "not-onnx",
+         "wrong-inputs"],
 )
 def test_broken_models_are_rejected_and_old_voice_keeps_speaking(
     watched: tuple[VoiceLibrary, Events, Path],
