@@ -16,30 +16,20 @@ from pathlib import Path
 
 import pytest
 
-from agent.health.liveness import Liveness
 from agent.health.prometheus import render, write_textfile
 from agent.health.snapshot import Health
 from agent.health.sysinfo import SystemProbe
 from agent.settings import Settings
-from tests.unit.test_health import FakeClock, degraded_snapshot, fake_sysroot
+from tests.unit.test_health import (  # the unit tests' fixtures, shared
+    FakeClock,
+    clock,
+    degraded_snapshot,
+    fake_sysroot,
+    health,
+    settings,
+)
 
-
-@pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    return Settings(device_id="t1", cache={"dir": tmp_path / "cache"},
-                    health={"disk_min_free_mb": 1})
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def health(settings: Settings, tmp_path: Path, clock: FakeClock) -> Health:
-    probe = SystemProbe(tmp_path, sysroot=fake_sysroot(tmp_path / "root",
-                                                       zones={"cpu-thermal": 48312}))
-    return Health(settings, liveness=Liveness(stall_s=30, clock=clock), probe=probe, clock=clock)
+__all__ = ["clock", "health", "settings"]  # fixtures: pytest finds them in this module
 
 
 def scrape(port: int) -> str:
