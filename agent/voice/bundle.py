@@ -10,6 +10,7 @@ the checks: docs/internals.md#voice-bundles (and docs/voices.md).
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 from collections.abc import Iterator
@@ -30,14 +31,14 @@ from agent.voice.bundle_files import (
     reading,
     staged_target,
 )
-from agent.voice.files import UnsafeFileError, hash_handle, open_regular, pinned_path, read_exact
+from agent.voice.files import UnsafeFileError, hash_handle, open_regular, read_exact, read_handle
 from agent.voice.graph_scan import ModelFacts, scan_model
 
 __all__ = [
     "DEFAULT_MAX_FILE_BYTES", "MANIFEST_NAME", "MAX_BUNDLE_ENTRIES", "Bundle", "BundleError",
-    "ModelFacts", "check_model", "check_sha256", "installed_voices", "opened_model", "read_bundle",
-    "read_manifest", "read_verified", "resolve_bundle_dir", "sha256_file", "verify_bundle",
-    "write_manifest",
+    "ModelFacts", "check_sha256", "installed_voices", "opened_model", "read_bundle",
+    "read_manifest", "read_model", "read_verified", "resolve_bundle_dir", "sha256_file",
+    "verify_bundle", "write_manifest",
 ]
 
 MANIFEST_NAME = "manifest.json"
@@ -191,14 +192,11 @@ def read_bundle(bundle_dir: Path, variant: str | None = None, *,
     )
 
 
-def _hash_and_scan(bundle: Bundle, name: str, scan: bool,
-                   opened: BinaryIO | None = None) -> ModelFacts | None:
+def _hash_and_scan(bundle: Bundle, name: str, scan: bool) -> ModelFacts | None:
     """Hash ``name`` (bounded by its size) and, for a model, scan its graph from the same open
-    file (``opened``, else opened here); raise :class:`BundleError` unless the sha256 matches
-    and the graph is acceptable."""
+    file; raise :class:`BundleError` unless the sha256 matches and the graph is acceptable."""
     path, size = bundle.dir / name, bundle.sizes[name]
-    with reading(path), (open_regular(path) if opened is None else nullcontext(opened)) as handle:
-        handle.seek(0)
+    with reading(path), open_regular(path) as handle:
         if hash_handle(path, handle, size) != bundle.sha256[name]:
             raise BundleError(f"{path}: sha256 does not match the manifest")
         if not scan:
@@ -220,28 +218,30 @@ def check_sha256(bundle: Bundle) -> dict[str, ModelFacts]:
     return facts
 
 
-def check_model(bundle: Bundle, variant: str, opened: BinaryIO | None = None) -> ModelFacts:
-    """Hash and scan the model of ``variant`` only (the config is read by
-    :func:`read_verified`), from ``opened`` when the caller holds it open (it stays open);
-    raises :class:`BundleError`."""
+@contextmanager
+def opened_model(bundle: Bundle, variant: str) -> Iterator[BinaryIO]:
+    """The model of ``variant`` held open (checked to be a regular file, not a link), for
+    :func:`read_model`: a model renamed over meanwhile is never read."""
+    path = bundle.model_path(variant)
+    with reading(path), open_regular(path) as handle:
+        yield handle
+
+
+def read_model(bundle: Bundle, variant: str,
+               opened: BinaryIO | None = None) -> tuple[bytes, ModelFacts]:
+    """The model of ``variant`` read once into memory (at most its manifest size, which
+    :func:`read_bundle` bounded by ``models.max_model_bytes``), checked against its sha256 and
+    scanned, and its facts: the caller loads these very bytes, so a file rewritten in place
+    later changes nothing that loads. From ``opened`` when the caller holds it open."""
     name = bundle.model_path(variant).name
     if name not in bundle.sha256:
         raise BundleError(f"{bundle.dir / MANIFEST_NAME}: {name} has no sha256 entry")
-    facts = _hash_and_scan(bundle, name, True, opened)
-    if facts is None:  # pragma: no cover - scan=True always scans
-        raise BundleError(f"{bundle.dir / name}: not scanned")
-    return facts
-
-
-@contextmanager
-def opened_model(bundle: Bundle, variant: str) -> Iterator[tuple[BinaryIO, Path]]:
-    """The model of ``variant`` held open (checked to be a regular file, not a link) and the
-    path that reads exactly that open file (:func:`~agent.voice.files.pinned_path`; the
-    model's own path where there is no ``/proc``): hash it from the handle, give onnxruntime
-    the path, and what onnxruntime reads is what was hashed, whatever is renamed meanwhile."""
-    path = bundle.model_path(variant)
-    with reading(path), open_regular(path) as handle:
-        yield handle, pinned_path(handle) or path
+    path, size = bundle.dir / name, bundle.sizes[name]
+    with reading(path), (open_regular(path) if opened is None else nullcontext(opened)) as handle:
+        data, digest = read_handle(path, handle, size)
+        if digest != bundle.sha256[name]:
+            raise BundleError(f"{path}: sha256 does not match the manifest")
+        return data, scan_model(io.BytesIO(data), size)
 
 
 def read_verified(bundle: Bundle, name: str, limit: int) -> bytes:

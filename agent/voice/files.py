@@ -20,11 +20,10 @@ from pathlib import Path
 from typing import BinaryIO
 
 __all__ = ["BLOCK", "UnsafeFileError", "file_kind", "hash_exact", "hash_handle", "open_regular",
-           "pinned_path", "read_exact"]
+           "read_exact", "read_handle"]
 
 BLOCK = 1 << 20
 """Bytes read at a time while hashing."""
-_OWN_FDS = Path("/proc/self/fd")
 
 
 class UnsafeFileError(OSError):
@@ -45,12 +44,9 @@ def open_regular(path: Path) -> BinaryIO:
     """``path`` opened for reading, when it is a regular file and not a symbolic link.
 
     Raises :class:`FileNotFoundError` when it does not exist and :class:`UnsafeFileError` (with
-    what it is instead) otherwise; a FIFO is never waited on. A :func:`pinned_path` (a file
-    this process holds open) is the one link followed.
+    what it is instead) otherwise; a FIFO is never waited on.
     """
-    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-    if path.parent != _OWN_FDS:
-        flags |= os.O_NOFOLLOW
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(path, flags)
     except OSError as exc:
@@ -67,14 +63,6 @@ def open_regular(path: Path) -> BinaryIO:
     except BaseException:
         os.close(fd)
         raise
-
-
-def pinned_path(handle: BinaryIO) -> Path | None:
-    """A path that opens exactly the file ``handle`` holds (``/proc/self/fd/N``), for readers
-    that take a path (onnxruntime): what they read is the file that was checked and hashed,
-    even when the name is replaced meanwhile. None where there is no ``/proc``."""
-    path = _OWN_FDS / str(handle.fileno())
-    return path if path.exists() else None
 
 
 def _read_upto(handle: BinaryIO, size: int, sink: hashlib._Hash | None,
@@ -126,3 +114,16 @@ def read_exact(path: Path, size: int) -> tuple[bytes, str]:
     with open_regular(path) as handle:
         data = _exact(path, handle, size, digest, keep=True)
     return data, digest.hexdigest()
+
+
+def read_handle(path: Path, handle: BinaryIO, size: int) -> tuple[bytes, str]:
+    """All of ``handle`` (opened on ``path``, from its start: exactly ``size`` bytes) in one
+    buffer, and its sha256: a model is read once, and what is hashed is what loads."""
+    handle.seek(0)
+    data = handle.read(size)
+    if len(data) < size:
+        raise UnsafeFileError(f"{path}: {len(data)} bytes, shorter than the {size} the manifest "
+                              "gives")
+    if handle.read(1):
+        raise UnsafeFileError(f"{path}: longer than the {size} bytes the manifest gives")
+    return data, hashlib.sha256(data).hexdigest()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import platform
 import secrets
@@ -19,8 +20,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
+from agent import jsonbound
+from agent.fsutil import atomic_write
 from agent.hardware.runtime import GraphOptimization, Provider, RuntimeOptions
 from agent.logs import get_logger
+from agent.voice.files import hash_exact, read_exact
 
 __all__ = [
     "ORT_PROVIDER_NAMES",
@@ -119,16 +123,16 @@ def plan_providers(
 def create_session(model_path: Path, runtime: RuntimeOptions,
                    model_sha256: str | None = None, *, part: str = "",
                    graph: Callable[[], bytes] | None = None,
-                   before_reading: Callable[[], object] | None = None,
                    on_cache: Callable[[CacheOutcome], object] | None = None
                    ) -> tuple[Any, str]:
-    """Load ``model_path`` into an ``InferenceSession``; returns it and the provider in use
-    (onnxruntime's name, e.g. ``CPUExecutionProvider``).
+    """Load the model at ``model_path`` into an ``InferenceSession``; returns it and the
+    provider in use (onnxruntime's name, e.g. ``CPUExecutionProvider``).
 
-    ``part`` and ``graph`` load a piece of that model instead (see :mod:`agent.voice.split`):
-    ``graph`` returns the piece's serialized ONNX and is only called when the optimised-model
-    cache does not already hold that ``part`` of the model. ``before_reading`` is called just
-    before ``model_path`` is read (a cache miss without ``graph``); it may raise to refuse.
+    ``graph`` returns the serialized ONNX to load instead of the file: a voice's model bytes,
+    read once and matched to ``model_sha256`` (:func:`agent.voice.bundle.read_model`), or with
+    ``part`` a piece of that model (see :mod:`agent.voice.split`). It is only called when the
+    optimised-model cache does not already hold that ``part`` of the model; it may raise to
+    refuse. onnxruntime then never opens ``model_path``.
 
     A provider that was wanted but is not used is logged as a warning (``onnx_provider_fallback``)
     and raises :class:`ProviderError` when ``runtime.require_provider`` is set.
@@ -138,9 +142,11 @@ def create_session(model_path: Path, runtime: RuntimeOptions,
     optimised-model cache: the first load saves onnxruntime's optimised graph there, later loads
     read it with graph optimisation off, which makes session creation several times faster. The
     cache key covers the model's sha256, the onnxruntime version, the optimisation level and the
-    CPU's instruction-set flags (the saved graph may use CPU-specific layouts). A cached file that
-    fails to load is deleted and the original model is loaded instead. ``on_cache`` is told
-    what the cache did (:data:`CacheOutcome`).
+    CPU's instruction-set flags (the saved graph may use CPU-specific layouts). Each entry has a
+    record of its files' sha256, written when it was built (from ``graph``'s verified bytes); an
+    entry is read into memory, checked against its record and loaded from those bytes, and one
+    without a record, that does not match it or that fails to load is deleted and rebuilt.
+    ``on_cache`` is told what the cache did (:data:`CacheOutcome`).
     """
     import onnxruntime as ort
 
@@ -148,7 +154,8 @@ def create_session(model_path: Path, runtime: RuntimeOptions,
     for note in notes:
         log.warning("onnx_provider_unavailable", detail=note)
     cached = _optimized_cache_path(runtime, model_sha256, plan, ort.__version__, part)
-    session = _load_cached(cached, runtime, plan) if cached is not None else None
+    session = (_load_cached(cached, runtime, plan, model_sha256 or "")
+               if cached is not None else None)
     outcome: CacheOutcome = "off" if cached is None else "hit"
     if session is None:
         save_to = data_name = None
@@ -161,13 +168,12 @@ def create_session(model_path: Path, runtime: RuntimeOptions,
                 ("session.optimized_model_external_initializers_file_name", data_name),
                 ("session.optimized_model_external_initializers_min_size_in_bytes",
                  str(_EXTERNAL_MIN_BYTES))))
-        if graph is None and before_reading is not None:
-            before_reading()
         source = graph() if graph is not None else str(model_path)
         session = ort.InferenceSession(source, sess_options=build_session_options(runtime),
                                        providers=plan)
         if cached is not None and save_to is not None and data_name is not None:
-            outcome = "stored" if _publish_cached(save_to, cached, data_name) else "unsaved"
+            stored = _publish_cached(save_to, cached, data_name, model_sha256 or "")
+            outcome = "stored" if stored else "unsaved"
     if on_cache is not None:
         on_cache(outcome)
     used = _provider_in_use(session, runtime, model_path)
@@ -191,6 +197,10 @@ def _provider_in_use(session: Any, runtime: RuntimeOptions, model_path: Path) ->
 
 _CACHE_KEEP = 8
 """Optimised models kept in the cache (the newest); older ones are deleted."""
+_RECORD_MAX_BYTES = 4096
+"""Largest entry record (``<key>.sha256``: the sha256 and size of its graph and data file)."""
+_ENTRY_MAX_BYTES = 4 << 30
+"""Largest cached file read back (a record names its size)."""
 _EXTERNAL_MIN_BYTES = 1024
 """Cached graphs keep their weights (initializers of at least this size) in a data file next to
 them: onnxruntime then parses a small graph and reads the weights straight from that file, which
@@ -231,16 +241,26 @@ def _optimized_cache_path(runtime: RuntimeOptions, model_sha256: str | None,
     return runtime.optimized_cache_dir / f"{key}.onnx"
 
 
-def _load_cached(cached: Path, runtime: RuntimeOptions, plan: list[Any]) -> Any:
-    """A session from the cached optimised graph, or None (missing or unusable: deleted)."""
+def _load_cached(cached: Path, runtime: RuntimeOptions, plan: list[Any], model_sha256: str) -> Any:
+    """A session from the cached optimised graph, loaded from the bytes that matched its
+    record, or None (missing, unrecorded, changed or unusable: deleted, to be rebuilt)."""
     import onnxruntime as ort
 
     if not cached.is_file():
         return None
-    options = build_session_options(replace(runtime, graph_optimization="disable"))
     try:
-        session = ort.InferenceSession(str(cached), sess_options=options, providers=plan)
-    except Exception as exc:  # a truncated or foreign file, or its weights gone: rebuild it
+        graph = _read_entry(cached, model_sha256)
+    except (OSError, ValueError) as exc:
+        log.warning("onnx_optimized_cache_bad", file=str(cached), error=str(exc))
+        _remove_entry(cached)
+        return None
+    options = build_session_options(replace(runtime, graph_optimization="disable"))
+    # The graph loads from the bytes just checked; its weights from the data file beside it.
+    options.add_session_config_entry("session.model_external_initializers_file_folder_path",
+                                     str(cached.parent))
+    try:
+        session = ort.InferenceSession(graph, sess_options=options, providers=plan)
+    except Exception as exc:  # a foreign file, or one from another onnxruntime: rebuild it
         log.warning("onnx_optimized_cache_bad", file=str(cached), error=str(exc))
         _remove_entry(cached)
         return None
@@ -250,15 +270,69 @@ def _load_cached(cached: Path, runtime: RuntimeOptions, plan: list[Any]) -> Any:
     return session
 
 
-def _publish_cached(saved: Path, cached: Path, data_name: str) -> bool:
-    """Move onnxruntime's freshly saved graph into place and keep the cache small. The graph's
-    weights are already in ``data_name`` (named inside the graph); data files of the entry this
-    one replaces are deleted (a process still reading one keeps it until it closes it)."""
+def _read_entry(cached: Path, model_sha256: str) -> bytes:
+    """The entry's graph, read once and matched to the entry's record, once its data file
+    matched it too; raises ``ValueError`` (no record, another model's, a file that changed)
+    or ``OSError``."""
+    record = _record_path(cached)
+    if not record.is_file():
+        raise ValueError("no record of its sha256 (made before entries had one): rebuilt")
     try:
+        facts = jsonbound.loads(read_exact(record, record.stat().st_size)[0],
+                                max_bytes=_RECORD_MAX_BYTES)
+        if not isinstance(facts, dict) or facts.get("model_sha256") != model_sha256:
+            raise ValueError(f"{record.name} is not this model's record")
+        data = facts["data"]
+        if data is not None:
+            name = str(data["name"])
+            if Path(name).name != name or not name.startswith(f"{cached.stem}-"):
+                raise ValueError(f"{record.name} names a foreign data file {name!r}")
+            _check_recorded(cached.parent / name, data, keep=False)
+        return _check_recorded(cached, facts["graph"], keep=True)
+    except (KeyError, TypeError, jsonbound.JsonError) as exc:
+        raise ValueError(f"{record.name} unusable: {exc}") from None
+
+
+def _check_recorded(path: Path, entry: Any, *, keep: bool) -> bytes:
+    """``path``'s bytes (``keep``; else only hashed) once they match the record's ``entry``."""
+    size, want = int(entry["size"]), str(entry["sha256"])
+    if not 0 <= size <= _ENTRY_MAX_BYTES:
+        raise ValueError(f"{path.name}: recorded size {size} out of bounds")
+    data, digest = read_exact(path, size) if keep else (b"", hash_exact(path, size))
+    if digest != want:
+        raise ValueError(f"{path.name}: sha256 differs from the record made when it was built")
+    return data
+
+
+def _record_path(cached: Path) -> Path:
+    return cached.with_suffix(".sha256")
+
+
+def _write_record(cached: Path, data_name: str, model_sha256: str) -> None:
+    """Record the sha256 of the entry's files as onnxruntime just wrote them (from verified
+    bytes): a later load uses the entry only while they match."""
+    def entry(path: Path) -> dict[str, Any]:
+        return {"size": path.stat().st_size, "sha256": hash_exact(path, path.stat().st_size)}
+
+    data = cached.parent / data_name
+    facts = {"format": 1, "model_sha256": model_sha256, "graph": entry(cached),
+             "data": {"name": data_name, **entry(data)} if data.is_file() else None}
+    atomic_write(_record_path(cached), json.dumps(facts).encode(), prefix=".record-")
+
+
+def _publish_cached(saved: Path, cached: Path, data_name: str, model_sha256: str) -> bool:
+    """Move onnxruntime's freshly saved graph into place, record its files' sha256 and keep the
+    cache small. The graph's weights are already in ``data_name`` (named inside the graph);
+    data files of the entry this one replaces are deleted (a process still reading one keeps
+    it until it closes it)."""
+    try:
+        _record_path(cached).unlink(missing_ok=True)  # no record: not used until written
         os.replace(saved, cached)
+        _write_record(cached, data_name, model_sha256)
     except OSError as exc:
         log.warning("onnx_optimized_cache_write_failed", file=str(cached), error=str(exc))
         saved.unlink(missing_ok=True)
+        _remove_entry(cached)
         (cached.parent / data_name).unlink(missing_ok=True)
         return False
     for stale in cached.parent.glob(f"{cached.stem}-*.data"):
@@ -272,7 +346,8 @@ def _publish_cached(saved: Path, cached: Path, data_name: str) -> bool:
 
 
 def _remove_entry(cached: Path) -> None:
-    """Delete a cached graph and its weights."""
+    """Delete a cached graph, its record and its weights."""
+    _record_path(cached).unlink(missing_ok=True)
     cached.unlink(missing_ok=True)
     for data in cached.parent.glob(f"{cached.stem}-*.data"):
         data.unlink(missing_ok=True)

@@ -9,6 +9,7 @@ later loads neither import ``onnx`` nor measure again.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,19 +85,21 @@ class VoiceSession:
 
 
 def open_session(model_path: Path, runtime: RuntimeOptions, model_sha256: str | None, *,
-                 split: bool, before_reading: Callable[[], object] = lambda: None,
-                 max_bytes: int | None = None) -> VoiceSession:
-    """The session for ``model_path``: switchable when ``split`` is asked for and the graph is a
-    Piper VITS graph, else the whole graph. Streaming is an optimisation: when the switchable
-    graph cannot be made or loaded, the voice still loads whole (logged), never fails for it.
+                 split: bool, model_bytes: Callable[[], bytes] | None = None) -> VoiceSession:
+    """The session for the model at ``model_path``: switchable when ``split`` is asked for and
+    the graph is a Piper VITS graph, else the whole graph. Streaming is an optimisation: when
+    the switchable graph cannot be made or loaded, the voice still loads whole (logged), never
+    fails for it.
 
-    ``before_reading`` is called before ``model_path`` itself is read (only when the
-    optimised-model cache lacks it); it raises :class:`~agent.voice.bundle.BundleError` for a model
-    that does not match its manifest, which is never read. ``max_bytes`` bounds what the split
-    step reads into Python (:func:`~agent.voice.split.split_model`)."""
+    ``model_bytes`` returns the model's verified bytes (:func:`~agent.voice.bundle.read_model`;
+    it raises :class:`~agent.voice.bundle.BundleError` for a model that does not match its
+    manifest); it is asked only when the optimised-model cache lacks what is needed, and
+    both the switchable graph and the whole one are made from what it returned, never from the
+    file. Without it, onnxruntime reads ``model_path`` (tools that load a file they made)."""
+    source = functools.cache(model_bytes) if model_bytes is not None else None
     if split:
         try:
-            return _split_session(model_path, runtime, model_sha256, before_reading, max_bytes)
+            return _split_session(model_path, runtime, model_sha256, source)
         except BundleError:
             raise
         except SplitError as exc:
@@ -105,18 +108,17 @@ def open_session(model_path: Path, runtime: RuntimeOptions, model_sha256: str | 
             log.warning("voice_split_failed", model=str(model_path), error=repr(exc))
     outcome: list[CacheOutcome] = []
     session, provider = create_session(model_path, runtime, model_sha256=model_sha256,
-                                       before_reading=before_reading, on_cache=outcome.append)
+                                       graph=source, on_cache=outcome.append)
     return VoiceSession(session, provider, cache=outcome[-1] if outcome else "off")
 
 
 def _split_session(model_path: Path, runtime: RuntimeOptions, model_sha256: str | None,
-                   before_reading: Callable[[], object], max_bytes: int | None) -> VoiceSession:
+                   source: Callable[[], bytes] | None) -> VoiceSession:
     built: list[bool] = []
 
     def build() -> bytes:
-        before_reading()
         built.append(True)
-        return split_model(model_path, _measure, max_bytes=max_bytes)
+        return split_model(model_path if source is None else source(), _measure)
 
     outcome: list[CacheOutcome] = []
     session, provider = create_session(model_path, runtime, model_sha256, part=CACHE_PART,

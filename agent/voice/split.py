@@ -49,15 +49,15 @@ Measure = Callable[[DecoderGraph], Mapping[str, str]]
 """Measures the decoder half; what it returns goes into the switchable graph's metadata."""
 
 
-def split_model(model_path: Path, measure: Measure | None = None, *,
+def split_model(source: Path | bytes, measure: Measure | None = None, *,
                 max_bytes: int | None = None) -> bytes:
-    """The switchable form of the model at ``model_path``, serialized, with the metadata
-    ``measure`` returns for its decoder. Raises :class:`SplitError`. The one place the agent
-    holds a whole model in Python, so bounded: a regular file of at most ``max_bytes``
-    (``models.max_model_bytes``), no external data."""
+    """The switchable form of the model ``source`` (its serialized bytes, as a voice gives
+    them: the very bytes that matched its sha256; or a file), serialized, with the metadata
+    ``measure`` returns for its decoder. Raises :class:`SplitError`. A file is read bounded: a
+    regular file of at most ``max_bytes`` (``models.max_model_bytes``), no external data."""
     from onnx import TensorProto, helper
 
-    graph = (model := _load_bounded(model_path, max_bytes)).graph
+    graph = (model := _load_bounded(source, max_bytes)).graph
     latent, frame_shape = _cut(graph)
     if len(graph.output) != 1:
         raise SplitError(f"{len(graph.output)} outputs; a Piper voice has one")
@@ -111,10 +111,14 @@ def split_model(model_path: Path, measure: Measure | None = None, *,
     return bytes(result.SerializeToString())
 
 
-def _load_bounded(model_path: Path, max_bytes: int | None) -> Any:
-    """``onnx.load`` of a regular file of at most ``max_bytes``, without external data."""
+def _load_bounded(source: Path | bytes, max_bytes: int | None) -> Any:
+    """The model ``source``: parsed from its bytes, or ``onnx.load`` of a regular file of at most
+    ``max_bytes``, without external data."""
     import onnx
 
+    if isinstance(source, bytes):
+        return onnx.load_model_from_string(source)
+    model_path = source
     with open_regular(model_path) as handle:
         size = os.fstat(handle.fileno()).st_size
         if max_bytes is not None and size > max_bytes:

@@ -12,6 +12,7 @@ onnxruntime's lazy initialisation, and a model that produces silence or NaNs is 
 
 from __future__ import annotations
 
+import functools
 import importlib
 import math
 import time
@@ -31,9 +32,9 @@ from agent.voice.bundle import (
     Bundle,
     BundleError,
     ModelFacts,
-    check_model,
     opened_model,
     read_bundle,
+    read_model,
     read_verified,
 )
 from agent.voice.config import MAX_CONFIG_BYTES, VoiceConfig, VoiceLoadError
@@ -102,15 +103,14 @@ class Voice:
     """One voice variant, loaded and warm. Thread-safe: ``synthesize`` may run concurrently."""
 
     def __init__(self, bundle: Bundle, options: VoiceOptions | None = None, *,
-                 verified: Callable[[], ModelFacts] | None = None,
-                 config: VoiceConfig | None = None, model_source: Path | None = None) -> None:
-        """``verified``, when given, returns the model's facts once its file matches its sha256
-        and raises :class:`BundleError` otherwise (see :meth:`load`); it is called before the
-        model file is read and before the first inference. Without it, the model is hashed and
-        scanned here, before anything reads it. ``config`` is the voice config parsed from
-        the bytes that matched the manifest; without it, it is read (and hashed) here.
-        ``model_source`` is where onnxruntime reads the model (the pinned open file
-        :meth:`load` hashed; default: the model's path)."""
+                 verified: Callable[[], tuple[bytes, ModelFacts]] | None = None,
+                 config: VoiceConfig | None = None) -> None:
+        """``verified``, when given, returns the model's bytes, read once and matched to its
+        sha256, and their facts (:func:`~agent.voice.bundle.read_model`), and raises
+        :class:`BundleError` otherwise (see :meth:`load`); onnxruntime loads those bytes, never
+        the file. Without it, the model is read and checked here. ``config`` is the voice
+        config parsed from the bytes that matched the manifest; without it, it is read (and
+        hashed) here."""
         started = time.monotonic()
         self.options = options = options or VoiceOptions()
         self.bundle = bundle
@@ -128,13 +128,12 @@ class Voice:
         self.max_clause_phonemes = options.max_clause_phonemes
         self.facts = ModelFacts(None, predicts_durations=False)
         """What the model's graph showed (:mod:`agent.voice.graph_scan`)."""
-        self._model_source = model_source
         # The text frontend (espeak-ng, the normalizer's import) is built on a helper thread
         # while onnxruntime builds the session, which releases the GIL: off the start-up path.
         with ThreadPoolExecutor(1, thread_name_prefix="frontend") as pool:
             frontend = pool.submit(build_frontend, self.config, options)
-            self.engine = self._open_engine(verified or (lambda: check_model(bundle,
-                                                                             self.variant)))
+            self.engine = self._open_engine(verified or (lambda: read_model(bundle,
+                                                                            self.variant)))
             self.frontend = frontend.result()
         self.session, self.provider = self.engine.session, self.engine.provider
         self._check_signature()
@@ -156,22 +155,22 @@ class Voice:
     def load(cls, bundle_dir: Path, options: VoiceOptions | None = None) -> Voice:
         """Load the bundle in ``bundle_dir``, verified against its manifest.
 
-        The files are hashed on a helper thread while onnxruntime builds the session from the
-        optimised-model cache (both release the GIL, so a second core takes the hashing off the
-        start-up path); the model file itself is read only after it matched, and nothing runs
-        before the hashes did. The model is held open from its check on, and onnxruntime reads
-        that open file, not the name: a model renamed over meanwhile is never read.
+        The model is read once into memory, hashed and scanned on a helper thread while
+        onnxruntime builds the session from the optimised-model cache (both release the GIL,
+        so a second core takes the hashing off the start-up path); on a cache miss onnxruntime
+        builds the session from those very bytes once they matched, and nothing runs before
+        they did. A model rewritten in place or renamed over during the load changes nothing
+        that loads: the file is opened once and read once (docs/voices.md).
         """
         options = options or VoiceOptions()
         try:
             bundle = read_bundle(bundle_dir, options.variant,
                                  max_file_bytes=options.max_model_bytes)
             config = cls.read_config(bundle)  # small: hashed before it is parsed
-            with opened_model(bundle, options.variant) as (handle, source), \
+            with opened_model(bundle, options.variant) as handle, \
                     ThreadPoolExecutor(1, thread_name_prefix="sha256") as pool:
-                hashing = pool.submit(check_model, bundle, options.variant, handle)
-                return cls(bundle, options, verified=hashing.result, config=config,
-                           model_source=source)
+                hashing = pool.submit(read_model, bundle, options.variant, handle)
+                return cls(bundle, options, verified=hashing.result, config=config)
         except BundleError as exc:
             raise VoiceLoadError(str(exc)) from exc
 
@@ -181,22 +180,23 @@ class Voice:
         path = bundle.config_path
         return VoiceConfig.from_bytes(read_verified(bundle, path.name, MAX_CONFIG_BYTES), path)
 
-    def _open_engine(self, verify: Callable[[], ModelFacts]) -> VoiceSession:
-        """The onnxruntime session of the chosen model (switchable when the voice streams);
-        ``verify`` runs before the model file is read and once more after the session exists
-        (a session from the optimised-model cache never read the model file)."""
+    def _open_engine(self, verified: Callable[[], tuple[bytes, ModelFacts]]) -> VoiceSession:
+        """The onnxruntime session of the chosen model (switchable when the voice streams),
+        built from the bytes ``verified`` returns (a session from the optimised-model cache
+        needs none; they are checked all the same). The bytes are dropped when it returns."""
         model_path = self.bundle.model_path(self.variant)
+        verified = functools.cache(verified)  # read once, whoever asks
         try:
-            engine = open_session(self._model_source or model_path, self.options.runtime,
+            engine = open_session(model_path, self.options.runtime,
                                   self.bundle.sha256.get(model_path.name),
                                   split=self.options.stream_first_frames > 0,
-                                  before_reading=verify, max_bytes=self.options.max_model_bytes)
+                                  model_bytes=lambda: verified()[0])
         except BundleError:
             raise
         except Exception as exc:  # onnxruntime raises its own exception types
             detail = " ".join(str(exc).split())  # one line: onnxruntime's may span several
             raise VoiceLoadError(f"{model_path}: onnxruntime cannot load it: {detail}") from exc
-        self.facts = verify()
+        self.facts = verified()[1]
         return engine
 
     def _plan_windows(self) -> WindowPlan | None:
