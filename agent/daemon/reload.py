@@ -12,12 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent.library.lexicon import holder_of
 from agent.library.voices import VoiceNotFound
 from agent.logs import configure_logging, get_logger
 from agent.mqtt.dispatch import ReloadError
+from agent.voice.signature import SignatureError
 
 if TYPE_CHECKING:
     from agent.library.lexicon import LexiconOutcome
@@ -25,13 +27,15 @@ if TYPE_CHECKING:
     from agent.mqtt.protocol import ReloadCommand
     from agent.settings import Settings
 
-__all__ = ["LIVE_MQTT_FIELDS", "LexiconChange", "ReloadReport", "SettingsChange", "reload_all",
-           "reload_command", "reload_lexicon", "reload_settings"]
+__all__ = ["LIVE_MQTT_FIELDS", "TRUST_FIELDS", "LexiconChange", "ReloadReport", "SettingsChange",
+           "reload_all", "reload_command", "reload_lexicon", "reload_settings"]
 
 log = get_logger(__name__)
 
 LIVE_MQTT_FIELDS = ("ha_discovery", "ha_prefix", "ha_device_name", "ha_priority")
 """``[mqtt]`` fields a reload applies at once (Home Assistant discovery, via its add-on)."""
+TRUST_FIELDS = ("trusted_keys", "require_signature")
+"""``[models]`` fields a reload applies at once (every live voice is checked again)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +48,9 @@ class SettingsChange:
     """Changed sections that are not applied until a restart."""
     kept: str | None = None
     """Why the file could not be used (its error's first line); then nothing changed."""
+    trust: tuple[tuple[Path, ...], bool] | None = None
+    """``models.trusted_keys`` and ``require_signature`` as read (None: kept): applied at once
+    (:meth:`~agent.library.voices.VoiceLibrary.retrust`, by :func:`reload_all`)."""
 
     def line(self) -> str:
         """``log level info, restart needed for mqtt`` or ``settings kept (why)``."""
@@ -75,6 +82,8 @@ class ReloadReport:
     voices: tuple[ReloadResult, ...]
     settings: SettingsChange | None = None
     lexicon: LexiconChange | None = None
+    trust: str | None = None
+    """What changed in the trusted keys (every voice re-checked), None when nothing did."""
 
     @property
     def rejected(self) -> list[str]:
@@ -96,6 +105,8 @@ class ReloadReport:
         """The one-line result (SIGHUP's STATUS): ``reloaded: log level info; voices 1
         unchanged; lexicon loaded``."""
         parts = [self.settings.line()] if self.settings is not None else []
+        if self.trust is not None:
+            parts.append(self.trust)
         parts.append(self.voices_line())
         if self.lexicon is not None:
             parts.append(self.lexicon.line())
@@ -107,7 +118,8 @@ def reload_settings(current: Settings, load_settings: Callable[[], Settings],
     """The settings to run with after re-reading them, and what changed.
 
     Logging is reconfigured when ``[log]`` changed, the Home Assistant fields of ``[mqtt]``
-    (:data:`LIVE_MQTT_FIELDS`) are taken over; nothing else is applied.
+    (:data:`LIVE_MQTT_FIELDS`) and the trust fields of ``[models]`` (:data:`TRUST_FIELDS`, for
+    :func:`reload_all`) are taken over; nothing else is applied.
     """
     try:
         new = load_settings()
@@ -123,12 +135,16 @@ def reload_settings(current: Settings, load_settings: Callable[[], Settings],
     if "mqtt" in changed and new.mqtt.topic_prefix == current.mqtt.topic_prefix:
         live = {name: getattr(new.mqtt, name) for name in LIVE_MQTT_FIELDS}
         current = current.model_copy(update={"mqtt": current.mqtt.model_copy(update=live)})
+    if "models" in changed:
+        trust = {name: getattr(new.models, name) for name in TRUST_FIELDS}
+        current = current.model_copy(update={"models": current.models.model_copy(update=trust)})
     restart = tuple(name for name in changed if name != "log"
                     and getattr(new, name) != getattr(current, name))
     if restart:
         log.warning("settings_need_restart", sections=list(restart))
     log.info("settings_reloaded", changed=changed, log_level=current.log.level)
-    return current, SettingsChange(current.log.level, restart)
+    keys = (tuple(current.models.trusted_keys), current.models.require_signature)
+    return current, SettingsChange(current.log.level, restart, trust=keys)
 
 
 def reload_lexicon(voices: VoiceLibrary) -> LexiconChange | None:
@@ -141,12 +157,20 @@ def reload_lexicon(voices: VoiceLibrary) -> LexiconChange | None:
 
 
 def reload_all(voices: VoiceLibrary, settings: SettingsChange | None = None) -> ReloadReport:
-    """SIGHUP, after the settings: re-check every voice (rejections logged), then the lexicon."""
+    """SIGHUP, after the settings: apply changed trusted keys, re-check every voice (rejections
+    logged; a live voice no longer trusted keeps serving, rejected), then the lexicon."""
+    trust = None
+    if settings is not None and settings.trust is not None:
+        try:
+            trust = voices.retrust(*settings.trust)
+        except SignatureError as exc:  # a key file gone since the settings were read
+            log.error("trusted_keys_kept", error=str(exc))
+            trust = f"trusted keys kept ({exc})"
     results = tuple(voices.reload())
     rejected = [f"{r.voice}: {r.reason}" for r in results if r.outcome == "rejected"]
     if rejected:
         log.warning("reload_rejected_voices", rejected=rejected)
-    return ReloadReport(results, settings, reload_lexicon(voices))
+    return ReloadReport(results, settings, reload_lexicon(voices), trust)
 
 
 def reload_command(voices: VoiceLibrary, command: ReloadCommand,

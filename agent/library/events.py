@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent.logs import get_logger
@@ -15,7 +16,7 @@ from agent.outcomes import VoiceEvent, VoiceEventKind
 if TYPE_CHECKING:
     from agent.voice.voice import Voice
 
-__all__ = ["ReloadResult", "damage_event", "model_event"]
+__all__ = ["ReloadResult", "damage_event", "model_event", "still_serving"]
 
 log = get_logger(__name__)
 
@@ -67,3 +68,12 @@ def damage_event(voice: Voice, problems: dict[str, str]) -> VoiceEvent:
                 variant=voice.variant, reason=reason)
     return VoiceEvent(VoiceEventKind.DAMAGED, voice.name, voice.version, reason=reason,
                       variant=voice.variant, files=tuple(sorted(problems)))
+
+
+def still_serving(error: Exception, models_dir: Path, live: Voice) -> str:
+    """Why a live voice cannot reload, said without the host's paths (it goes to health and the
+    events: the voice and the file), and that the version loaded before keeps serving."""
+    reason = str(error)
+    for prefix in {str(models_dir.resolve()), str(models_dir)}:
+        reason = reason.replace(prefix + "/", "")
+    return f"{reason}; cannot reload, still serving version {live.version}"

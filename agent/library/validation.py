@@ -10,6 +10,7 @@ choice of each voice it passed are kept for the events and the health report.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from weakref import WeakKeyDictionary
@@ -43,6 +44,19 @@ class Validator:
         """The verified signature of each signed voice (see :mod:`agent.voice.signature`)."""
         self._choices: WeakKeyDictionary[Voice, VariantChoice] = WeakKeyDictionary()
         """The variant choice each voice was loaded with."""
+        self._checked_by: WeakKeyDictionary[Voice, TrustPolicy] = WeakKeyDictionary()
+        """The trust policy each voice last passed (a changed policy re-checks it)."""
+
+    def retrust(self, paths: Sequence[Path], required: bool) -> str | None:
+        """Replace the trust policy (SIGHUP with changed ``models.trusted_keys``): what changed,
+        None when nothing did. Raises SignatureError (the policy in force is kept)."""
+        new = TrustPolicy.from_files(paths, required)
+        if (new.key_ids, new.required) == (self._trust.key_ids, self._trust.required):
+            return None
+        self._trust = new
+        keys = ", ".join(new.key_ids) or "none"
+        log.warning("trusted_keys_changed", keys=new.key_ids, required=required)
+        return f"trusted keys now {keys}{' (required)' if required else ''}"
 
     def validate(self, name: str, bundle_dir: Path) -> Voice:
         """The voice in ``bundle_dir``, loaded and warm; raises :class:`VoiceLoadError`."""
@@ -57,6 +71,7 @@ class Validator:
             if signed is not None:
                 signed.confirm(voice.bundle)  # the manifest it loaded is the signed one
                 self._signed[voice] = signed
+            self._checked_by[voice] = self._trust
         except VoiceLoadError:
             raise
         except Exception as exc:  # anything else a broken bundle can provoke
@@ -89,7 +104,25 @@ class Validator:
         for byte the same, so is its signature, and the same variant would be chosen."""
         return (same_files(bundle_dir, live.bundle)
                 and self._trust.unchanged(bundle_dir, self._signed.get(live))
+                and self._still_trusted(bundle_dir, live)
                 and self.choose(bundle_dir).variant == live.variant)
+
+    def _still_trusted(self, bundle_dir: Path, live: Voice) -> bool:
+        """True when ``live`` (its unchanged files in ``bundle_dir``) passes the trust policy
+        in force, checked again once after the policy changed."""
+        if self._checked_by.get(live) is self._trust:
+            return True
+        try:
+            signed = self._trust.check(bundle_dir)
+        except SignatureError as exc:
+            log.warning("voice_no_longer_trusted", voice=live.name, reason=str(exc))
+            return False
+        if signed is not None:
+            self._signed[live] = signed
+        else:
+            self._signed.pop(live, None)
+        self._checked_by[live] = self._trust
+        return True
 
     def signed_by(self, voice: Voice) -> str | None:
         """The id of the trusted key that signed ``voice``; None for an unsigned one."""

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.library.events import ReloadResult, model_event
+from agent.library.events import ReloadResult, model_event, still_serving
 from agent.library.fingerprint import Fingerprint, fingerprint, manifest_version, sizes_pending
 from agent.library.lexicon import LexiconHolder
 from agent.library.options import voice_options
@@ -56,13 +56,8 @@ class VoiceNotFound(LookupError):
 class VoiceLibrary:
     """Installed voices of one models directory, loaded and warm. Thread-safe."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        options: VoiceOptions | None = None,
-        on_event: EventSink | None = None,
-        settle_s: float | None = None,
-    ) -> None:
+    def __init__(self, settings: Settings, options: VoiceOptions | None = None,
+                 on_event: EventSink | None = None, settle_s: float | None = None) -> None:
         """``options`` are what every voice loads with (default: :func:`voice_options` of
         ``settings`` without a hardware profile); ``options.variant`` is the variant wanted."""
         self.settings = settings
@@ -81,6 +76,7 @@ class VoiceLibrary:
         """Voices validated by :meth:`preload`, waiting for :meth:`get` to swap them in."""
         self._refused: dict[str, tuple[Fingerprint, str]] = {}
         """The files each voice was last refused for, and why: the answer until they change."""
+        self._recheck: set[str] = set()  # checked again though unchanged: the trust changed
         self._validator = Validator(settings, self.options)
         self._unserved = UnservedCheck(self._is_current, self._emit)
         self._requantizer = Requantizer(on_done=self._requantized)
@@ -100,8 +96,11 @@ class VoiceLibrary:
     # -- discovery ------------------------------------------------------------------------
 
     def names(self) -> list[str]:
-        """Names of the voices installed (bundles with a manifest), sorted."""
-        return installed_voices(self.models_dir) if self.models_dir.is_dir() else []
+        """Names of the voices installed and of the live ones (one whose manifest went missing
+        keeps serving what is loaded), sorted."""
+        installed = installed_voices(self.models_dir) if self.models_dir.is_dir() else []
+        with self._lock:
+            return sorted(set(installed) | set(self._live))
 
     def bundle_dir(self, name: str) -> Path:
         """Where voice ``name`` lives (after following a staged ``current`` link)."""
@@ -151,7 +150,9 @@ class VoiceLibrary:
         with self._lock:
             self._seen[name] = seen  # don't retry the same broken files
             self._refused[name] = (seen, str(error))
-        return self._report(ReloadResult(name, "rejected", reason=str(error),
+            live = self._live.get(name)
+        reason = str(error) if live is None else still_serving(error, self.models_dir, live)
+        return self._report(ReloadResult(name, "rejected", reason=reason,
                                          version=manifest_version(seen.bundle_dir)))
 
     def preload(self, name: str | None = None) -> threading.Thread | None:
@@ -160,9 +161,8 @@ class VoiceLibrary:
         ``on_event`` may still be set after this call). Returns the thread, or None when there
         is no such voice (``get`` reports that).
 
-        The daemon calls this before importing the rest of itself: onnxruntime builds the session
-        and hashes the model without holding the GIL, so on two cores the imports and the load
-        proceed together (``bench/compare_piper.py``, start-up to READY).
+        The daemon calls this before importing the rest of itself: onnxruntime loads without
+        the GIL, so imports and load overlap (``bench/compare_piper.py``).
         """
         name = name or self.default_voice
         try:
@@ -248,14 +248,16 @@ class VoiceLibrary:
             seen = self._seen.get(name)
             live_voice = self._live.get(name)
             refused = self._refused.get(name)
+            recheck = seen == now and name in self._recheck  # no settling: files unchanged
+            self._recheck.discard(name)
         if refused is not None and refused[0] == now:
             return ReloadResult(name, "rejected", reason=refused[1],
                                 version=manifest_version(bundle_dir))
-        if seen == now or (live_voice is None and seen is None
-                                   and name != self.default_voice):
+        if (seen == now and not recheck) or (live_voice is None and seen is None
+                                             and name != self.default_voice):
             return ReloadResult(name, "unchanged")  # unused voices are validated on first use
         settling = time.time_ns() - now.newest_mtime_ns < self.settle_s * 1e9
-        if settle and (settling or sizes_pending(bundle_dir)):
+        if settle and not recheck and (settling or sizes_pending(bundle_dir)):
             since = self._pending_since.setdefault(name, time.monotonic())
             if time.monotonic() - since < self.settings.models.pending_timeout_s:
                 return ReloadResult(name, "pending", reason="bundle still being written")
@@ -263,6 +265,9 @@ class VoiceLibrary:
         if live_voice is not None and self._validator.still_serves(bundle_dir, live_voice):
             with self._lock:
                 self._seen[name] = now  # touched, re-copied, or a file it does not serve
+                recovered = self._refused.pop(name, None) is not None
+            if recovered:  # readable again and still the files it serves: health recovers
+                self._last[name] = ReloadResult(name, "unchanged", version=live_voice.version)
             self._unserved.check(name, live_voice, now)
             return ReloadResult(name, "unchanged", version=live_voice.version)
         return None
@@ -316,6 +321,17 @@ class VoiceLibrary:
         """``voice`` is still live as ``name`` and its files are still those of ``seen``."""
         with self._lock:
             return self._live.get(name) is voice and self._seen.get(name) == seen
+
+    def retrust(self, paths: Sequence[Path], required: bool) -> str | None:
+        """Apply changed trusted keys (SIGHUP; :meth:`Validator.retrust`): the next :meth:`reload`
+        checks every live voice again (one no longer trusted keeps serving, rejected)."""
+        with self._reload_lock:
+            changed = self._validator.retrust(paths, required)
+            if changed is not None:
+                with self._lock:
+                    self._recheck = set(self._seen)
+                    self._refused.clear()
+        return changed
 
     def signed_by(self, voice: Voice) -> str | None:
         """The id of the trusted key that signed ``voice``; None for an unsigned one."""

@@ -195,3 +195,29 @@ def test_requantize_stale_rebuilds_int8_in_the_background(
     assert "variant_reason" not in fresh
     assert read_manifest(bundle)["derived"]["int8"]["sha256"] == sha256_file(fp32)
     assert speak(controller, "fresh-int8")["event"] == "finished"
+
+
+@pytest.mark.parametrize("fifo", [False, True], ids=["deleted", "fifo"])
+def test_a_live_voice_without_its_manifest_keeps_serving_and_health_says_why(
+        start: Start, tiny_voice_dir: Path, fifo: bool) -> None:
+    """#27 item 3: the manifest of the live voice deleted (or replaced by a FIFO): speaks still
+    finish with that voice, health is degraded naming it, and recovers when it is put back."""
+    _, controller = start(tiny_voice_dir.parent)
+    assert speak(controller, "s1")["event"] == "finished"
+    manifest = tiny_voice_dir / "manifest.json"
+    content = manifest.read_bytes()
+    manifest.unlink()
+    if fifo:
+        os.mkfifo(manifest)
+    rejected = controller.wait_json(DEV.events, lambda e: e["event"] == "model_rejected")
+    assert "manifest.json" in rejected["reason"] and "still serving" in rejected["reason"]
+    assert str(tiny_voice_dir) not in rejected["reason"]
+    final = speak(controller, "s2")
+    assert final["event"] == "finished" and final["voice"] == VOICE, final
+    health = controller.wait_json(DEV.health, lambda h: h["state"] == "degraded")
+    assert any(VOICE in r and "manifest.json" in r for r in health["reasons"]), health
+
+    manifest.unlink(missing_ok=True)
+    manifest.write_bytes(content)
+    controller.wait_json(DEV.health, lambda h: not any(VOICE in r for r in h["reasons"]), 30)
+    assert speak(controller, "s3")["event"] == "finished"

@@ -208,3 +208,56 @@ def test_an_unsigned_default_voice_is_refused_at_start_with_the_reason(
         health = controller.wait_json(DEV.health, lambda h: h["state"] == "failing", 60)
         assert health["voices"]["voices"] == []
         assert "unsigned" in health["voices"]["last_reload"][VOICE]["reason"]
+
+
+@pytest.mark.broker
+@pytest.mark.alsa
+def test_a_key_removed_at_sighup_applies_at_once_and_the_loaded_voice_says_so(
+        mqtt_broker: Broker, staged: tuple[Path, Path, str], controller: Recorder,
+        tmp_path: Path) -> None:
+    """#27 item 4: two trusted keys, the live voice and a new version signed by key B; B is
+    removed from models.trusted_keys and the settings are reloaded (SIGHUP's path)."""
+    models, prefix_a, key_a = staged
+    prefix_b = tmp_path / "other"
+    key_b = keygen(prefix_b)
+    for version in ("1.0.0", "2.0.0"):
+        assert sign(models / VOICE / version, Path(f"{prefix_b}.key")).returncode == 0
+    base = agent_settings(mqtt_broker, models, tmp_path / "agent")
+
+    def with_keys(*prefixes: Path) -> Settings:
+        return base.model_copy(update={"models": Settings(models={
+            **base.models.model_dump(), "require_signature": True,
+            "trusted_keys": [Path(f"{p}.pub") for p in prefixes]}).models})
+
+    with running_agent(with_keys(prefix_a, prefix_b)) as service:
+        controller.wait_json(DEV.health, lambda h: signer_in_health(h) == [("1.0.0", key_b)],
+                             60)
+        summary = service.reload(lambda: with_keys(prefix_a))
+        assert f"trusted keys now {key_a} (required)" in summary, summary
+        assert "restart needed" not in summary and "voices 1 rejected" in summary, summary
+        rejected = controller.wait_json(
+            DEV.events, lambda e: e["event"] == "model_rejected" and e["version"] == "1.0.0", 60)
+        assert key_b in rejected["reason"] and "still serving version 1.0.0" in rejected["reason"]
+        health = controller.wait_json(DEV.health, lambda h: h["state"] == "degraded", 60)
+        assert any(VOICE in r and key_b in r and "still serving" in r
+                   for r in health["reasons"]), health["reasons"]
+        # the device does not go silent: the loaded voice keeps serving, and says so above
+        controller.publish(DEV.command("speak"), {"id": "s1", "text": "Still here."})
+        final = controller.wait_json(DEV.events, lambda e: e["id"] == "s1" and e["final"], 60)
+        assert final["event"] == "finished" and final["version"] == "1.0.0"
+
+        # a new bundle signed by the removed key is refused
+        controller.publish(DEV.command("reload"), {"id": "r1", "voice": VOICE,
+                                                   "version": "2.0.0"})
+        answer = controller.wait_json(DEV.events, lambda e: e["id"] == "r1" and e["final"], 60)
+        assert answer["event"] == "failed" and key_b in answer["reason"], answer
+        assert os.readlink(models / VOICE / "current") == "1.0.0"
+
+        # signed again by a trusted key: it loads, and health is ok again
+        assert sign(models / VOICE / "2.0.0", Path(f"{prefix_a}.key")).returncode == 0
+        controller.publish(DEV.command("reload"), {"id": "r2", "voice": VOICE,
+                                                   "version": "2.0.0"})
+        answer = controller.wait_json(DEV.events, lambda e: e["id"] == "r2" and e["final"], 60)
+        assert answer["event"] == "done", answer
+        controller.wait_json(DEV.health, lambda h: signer_in_health(h) == [("2.0.0", key_a)]
+                             and not any(VOICE in r for r in h["reasons"]), 60)
