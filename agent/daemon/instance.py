@@ -11,12 +11,13 @@ from __future__ import annotations
 import secrets
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from agent import jsonbound
 from agent.logs import get_logger
 
 if TYPE_CHECKING:
+    from agent.health.report import InstanceSection
     from agent.mqtt.client import InboundMessage
 
 __all__ = ["InstanceWatch", "new_instance_id"]
@@ -96,7 +97,7 @@ class InstanceWatch:
         return (f"another agent instance (id {', '.join(others)}) is using device id "
                 f"{self.device_id}")
 
-    def section(self) -> dict[str, Any]:
+    def section(self) -> InstanceSection:
         """The health report's ``instance`` section."""
         reason = self.reason()
         return {"id": self.id, "others": self.others, "conflicts": self.episodes,
