@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from agent.voice.voice import SynthesisParams
 
 __all__ = [
+    "CONFLICT",
     "EXIT_CODES",
     "FAILED",
     "INTERRUPTED",
@@ -52,6 +53,9 @@ USAGE = 2
 """Exit status: bad usage or input, invalid settings; refused before anything was done."""
 NO_ANSWER = 3
 """Exit status: no answer in time (``send``), or none good enough (``quantize``'s gate)."""
+CONFLICT = 4
+"""Exit status: ``send --wait``: one device answered from two agent instances (the same device
+id used twice)."""
 INTERRUPTED = 130
 """Exit status: Ctrl-C (128 + SIGINT, as a shell reports it)."""
 EXIT_CODES = {
@@ -59,6 +63,7 @@ EXIT_CODES = {
     FAILED: "a runtime failure: the command was valid but could not be done",
     USAGE: "bad usage or input, or invalid settings: refused before anything was done",
     NO_ANSWER: "no answer in time, or none good enough; nothing was changed",
+    CONFLICT: "send --wait: one device answered from two agent instances (a device id used twice)",
     INTERRUPTED: "interrupted with Ctrl-C",
 }
 """Every exit status a ``tts-agent`` command returns, with its meaning (docs/cli.md)."""

@@ -25,7 +25,8 @@ __all__ = ["fit", "format_rows", "register", "run", "select"]
 
 MAX_SETTLE_S = 60.0
 MAX_READ_LIMIT_S = 3600.0
-_STATES = ("online", "silent", "stopped", "offline", "unknown")  # fleet_view.STATES, unloaded
+_STATES = ("online", "conflict", "silent", "stopped", "offline", "unknown")
+"""fleet_view.STATES, without loading it."""
 _CLEAR = "\x1b[H\x1b[J"
 """Cursor home, clear to the end of the screen: the table is redrawn in place."""
 

@@ -16,8 +16,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agent.commands import FAILED, NO_ANSWER, OK, CommandError, shown
-from agent.commands.send_wait import event_for, succeeded
+from agent.commands import CONFLICT, FAILED, NO_ANSWER, OK, CommandError, shown
+from agent.commands.send_wait import CONFLICT_GRACE_S, conflict_line, event_for, succeeded
 from agent.outcomes import Outcome
 
 if TYPE_CHECKING:
@@ -74,6 +74,10 @@ class Account:
     incomplete: str | None = None
     """Why the membership may miss members (the retained read cut off, the cap): status 3."""
     deadline: dict[str, float] = field(default_factory=dict)
+    linger_until: float | None = None
+    """When everyone answered: until when a second instance's answer is waited for."""
+    conflicts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    """Devices that answered from more than one agent instance: every final, by device."""
 
     def start(self, now: float) -> None:
         self.deadline = dict.fromkeys(self.expected, now + self.timeout)
@@ -112,6 +116,8 @@ class Account:
         return sorted(d for d, e in self.finals.items() if not succeeded(e))
 
     def status(self) -> int:
+        if self.conflicts:
+            return CONFLICT
         if self.silent() or self.incomplete or (self.absent() and not self.online_only):
             return NO_ANSWER
         everyone = [*self.finals.values(), *self.extra.values()]
@@ -156,9 +162,7 @@ def await_account(inbox: Inbox, request_id: str, timeout: float, *,
     while True:
         now = time.monotonic()
         _note_presence(account, view, now)
-        if account.waited() and not account.open(now):
-            break
-        if not account.waited() and now >= quiet_until:
+        if _done(account, now, quiet_until):
             break
         try:
             message = inbox.get(timeout=_SLICE_S)
@@ -171,15 +175,11 @@ def await_account(inbox: Inbox, request_id: str, timeout: float, *,
         now = time.monotonic()
         account.heard(device, now)
         quiet_until = now + timeout
-        is_final = bool(event.get("final"))
-        if is_final and reply is not None and message.topic != reply:
-            continue  # the final event is taken from the reply topic (MQTT 5)
-        if is_final and (device in account.finals or device in account.extra):
-            continue  # a redelivery
-        if is_final or progress:
-            print(json.dumps(event), flush=True)
-        if is_final:
-            (account.finals if account.member(device) else account.extra)[device] = event
+        if not event.get("final"):
+            if progress:
+                print(json.dumps(event), flush=True)
+        elif reply is None or message.topic == reply:  # MQTT 5: the final from the reply topic
+            _take_final(account, device, event)
     if not account.expected and not account.finals and not account.extra:
         raise CommandError(f"no answer to {request_id}: no device answered within {timeout:g} s "
                            "and none is online in the retained status (--timeout)",
@@ -191,6 +191,42 @@ def await_account(inbox: Inbox, request_id: str, timeout: float, *,
     for line in lines:
         print(f"tts-agent send: {line}", file=sys.stderr, flush=True)
     return account.status()
+
+
+def _done(account: Account, now: float, quiet_until: float) -> bool:
+    """Whether the wait is over: everyone answered (then a second agent instance with one's
+    device id is given :data:`~agent.commands.send_wait.CONFLICT_GRACE_S` more) or went silent;
+    with nobody expected, a silence."""
+    if not account.waited():
+        return now >= quiet_until
+    if account.open(now):
+        return False
+    if account.linger_until is None:
+        named = any(isinstance(e.get("instance"), str) for e in account.finals.values())
+        account.linger_until = now + (CONFLICT_GRACE_S if named else 0.0)
+    return now >= account.linger_until
+
+
+def _take_final(account: Account, device: str, event: dict[str, Any]) -> None:
+    """Print and keep a final event; a redelivery is dropped, a second instance's kept."""
+    if device in account.finals or device in account.extra:
+        if _second_instance(account, device, event):
+            print(json.dumps(event), flush=True)
+        return
+    print(json.dumps(event), flush=True)
+    (account.finals if account.member(device) else account.extra)[device] = event
+
+
+def _second_instance(account: Account, device: str, event: dict[str, Any]) -> bool:
+    """Whether ``event`` is a final from another agent instance with ``device``'s id (kept in
+    :attr:`Account.conflicts`)."""
+    first = account.finals.get(device) or account.extra[device]
+    finals = account.conflicts.get(device, [first])
+    instance = event.get("instance")
+    if not isinstance(instance, str) or any(f.get("instance") == instance for f in finals):
+        return False
+    account.conflicts[device] = [*finals, event]
+    return True
 
 
 def _note_presence(account: Account, view: FleetView, now: float) -> None:
@@ -252,6 +288,8 @@ def summary(account: Account, group: str | None, not_online: dict[str, str]) -> 
             extra, {d: _reason(account.extra[d]) for d in extra}))
     if not_online:
         lines.append("not online when sent: " + _names(sorted(not_online), not_online))
+    for device in sorted(account.conflicts):
+        lines.append(conflict_line(account.conflicts[device]))
     if account.incomplete:
         lines.append(f"membership incomplete: {account.incomplete}; members not read were "
                      "not expected (--read-limit, --settle)")

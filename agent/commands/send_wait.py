@@ -10,23 +10,28 @@ from __future__ import annotations
 
 import json
 import queue
+import sys
 import time
 from typing import TYPE_CHECKING, Any
 
 from agent import jsonbound
-from agent.commands import NO_ANSWER, CommandError, shown
+from agent.commands import CONFLICT, NO_ANSWER, CommandError, shown
 from agent.outcomes import SUCCESS, Outcome
 
 if TYPE_CHECKING:
     from agent.mqtt.client import InboundMessage
     from agent.mqtt.topics import Topic
 
-__all__ = ["NO_ANSWER", "SUCCESS_EVENTS", "await_final", "event_for", "register", "succeeded"]
+__all__ = ["CONFLICT_GRACE_S", "NO_ANSWER", "SUCCESS_EVENTS", "await_final", "conflict_line",
+           "event_for", "register", "succeeded"]
 
 MAX_EVENT_BYTES = 1 << 20
 """The largest event read (bounded JSON: :mod:`agent.jsonbound`); an agent's are a few KB."""
 SUCCESS_EVENTS = SUCCESS
 """Final events that make the exit status 0 (:data:`agent.outcomes.SUCCESS`); any other is 1."""
+CONFLICT_GRACE_S = 0.5
+"""After one device's final event, how long a second one from another agent instance with the
+same device id is waited for (its final for the same request): a conflict, exit status 4."""
 
 
 def register(subparsers: Any) -> None:
@@ -41,6 +46,7 @@ def await_final(inbox: queue.Queue[InboundMessage], request_id: str, timeout: fl
     finals: list[dict[str, Any]] = []
     last: str | None = None
     deadline = time.monotonic() + timeout
+    lingering = False
     while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -52,22 +58,48 @@ def await_final(inbox: queue.Queue[InboundMessage], request_id: str, timeout: fl
         event = event_for(message, request_id, reply, correlation)
         if event is None:
             continue
-        deadline = time.monotonic() + timeout  # a sign of life: the silence starts again
+        if not lingering:
+            deadline = time.monotonic() + timeout  # a sign of life: the silence starts again
         last = str(event.get("event"))
-        is_final = bool(event.get("final"))
-        if is_final and reply is not None and message.topic != reply:
-            continue  # the final event is taken from the reply topic (MQTT 5)
-        if is_final or progress:
-            print(json.dumps(event), flush=True)
-        if is_final:
-            finals.append(event)
-            if single:
-                break
+        if not event.get("final"):
+            if progress:
+                print(json.dumps(event), flush=True)
+            continue
+        if (reply is not None and message.topic != reply) or (  # MQTT 5: from the reply topic
+                _instance(event) is not None and any(_same(f, event) for f in finals)):
+            continue  # ... and a redelivery is not a second answer
+        print(json.dumps(event), flush=True)
+        finals.append(event)
+        if single and (lingering or _instance(event) is None):
+            break
+        if single:  # another instance may answer too (the same device id)
+            lingering, deadline = True, time.monotonic() + min(timeout, CONFLICT_GRACE_S)
     if not finals:
         after = f" after '{shown(last)}'" if last is not None else ""
         raise CommandError(f"no answer to {request_id}: no event for {timeout:g} s{after} "
                            "(--timeout)", status=NO_ANSWER)
+    if single and len(finals) > 1:
+        print(f"tts-agent send: {conflict_line(finals)}", file=sys.stderr, flush=True)
+        return CONFLICT
     return 0 if all(succeeded(e) for e in finals) else 1
+
+
+def _same(one: dict[str, Any], other: dict[str, Any]) -> bool:
+    """The same device and agent instance."""
+    return (one.get("device"), _instance(one)) == (other.get("device"), _instance(other))
+
+
+def _instance(event: dict[str, Any]) -> str | None:
+    value = event.get("instance")
+    return value if isinstance(value, str) else None
+
+
+def conflict_line(finals: list[dict[str, Any]]) -> str:
+    """The line naming a device that answered from more than one agent instance (escaped)."""
+    device = str(finals[0].get("device", "?"))
+    ids = ", ".join(str(_instance(f)) for f in finals)
+    return shown(f"conflict: device {device} answered from {len(finals)} agent instances "
+                 f"({ids}): two agents use the same device id")
 
 
 def event_for(message: InboundMessage, request_id: str, reply: Topic | None,

@@ -21,6 +21,7 @@ from agent.audio.chimes import Chimes
 from agent.audio.player import AudioPlayer
 from agent.daemon.addons import AddonSet
 from agent.daemon.health import add_sections, watch_workers
+from agent.daemon.instance import InstanceWatch
 from agent.daemon.reload import reload_all, reload_command, reload_settings
 from agent.daemon.status import ping_status, presence
 from agent.hardware.effective import profile_or_reason
@@ -105,6 +106,8 @@ class AgentService:
             self.profile.thermal.limit_c if self.profile is not None else None))
         self.profile_name: str | None = (self.profile.name if self.profile is not None
                                          else settings.profile)
+        self.instance = InstanceWatch(settings.device_id, on_change=self._instance_changed,
+                                      announce=self._announce)
         self._build_library(voices)
         self._build_transport()
         self._build_pipeline(player)
@@ -115,6 +118,7 @@ class AgentService:
         self.watchdog = Watchdog(self.liveness, self.notifier)
         self.addons = AddonSet(self)
         add_sections(self.health, self)
+        self.health.add_provider("instance", self.instance.section)
 
     def _build_library(self, voices: VoiceLibrary | None) -> None:
         """The voice library (reporting its model events here) and its model watcher."""
@@ -137,14 +141,16 @@ class AgentService:
         if mqtt.enabled:
             self.client = MqttClient(
                 mqtt, mqtt.client_id or f"tts-agent-{settings.device_id}",
-                subscriptions=Intake.subscriptions(self.topics, tuple(mqtt.groups), mqtt.hermes),
+                subscriptions=(*Intake.subscriptions(self.topics, tuple(mqtt.groups), mqtt.hermes),
+                               self.topics.status.as_filter()),  # another instance's presence
                 on_message=self._on_message,
                 on_refused_topic=self._on_refused_topic,
                 on_connected=self._on_connected,
                 will=OutboundMessage(self.topics.status, to_payload(self._presence("offline")),
                                      retain=True),
             )
-        self.publisher = EventPublisher(self.client or OfflinePublisher(), self.topics)
+        self.publisher = EventPublisher(self.client or OfflinePublisher(), self.topics,
+                                        instance=self.instance.id)
         self.journal = RequestJournal.for_settings(settings)
         self.tracker = RequestTracker(self.publisher, recorder=self.health, observer=self.journal)
         self.requests = Inbox(mqtt.intake_queue)  # control commands in a lane of their own
@@ -154,6 +160,7 @@ class AgentService:
             max_text_chars=settings.synthesis.max_text_chars,
             hermes_site_id=self.site_id if mqtt.hermes else None,
         )
+        self.intake.listen(self.topics.status, self.instance.on_presence)
 
     def _build_pipeline(self, player: AudioPlayer | None) -> None:
         """The player, the phrase cache and its warmer, the job queue, the synthesis worker
@@ -317,6 +324,15 @@ class AgentService:
         self.publisher.presence(self._presence("online"))
         self.addons.on_connected()
         self.reporter.request()
+
+    def _instance_changed(self) -> None:
+        """Network thread: another instance with this device id came or went."""
+        self.reporter.request()
+
+    def _announce(self) -> None:
+        """Network thread: another instance went away; the retained status names this one."""
+        if not self.stopping.is_set():
+            self.publisher.presence(self._presence("online"))
 
     def _on_ping(self) -> None:
         """Dispatch thread: a ``ping`` renews the retained health report."""

@@ -12,6 +12,7 @@ from agent.mqtt.protocol import PingStatus, Presence
 if TYPE_CHECKING:
     import threading
 
+    from agent.daemon.instance import InstanceWatch
     from agent.health.snapshot import Health
     from agent.library.voices import VoiceLibrary
     from agent.mqtt.client import MqttClient
@@ -56,6 +57,11 @@ class StatusContext(Protocol):
     @property
     def health(self) -> Health: ...
 
+    @property
+    def instance(self) -> InstanceWatch:
+        """This process's instance id and who else uses the device id."""
+        ...
+
 
 def presence(service: StatusContext, state: str) -> Presence:
     """The retained ``{prefix}/{device}/status`` message for ``state`` (online, stopped,
@@ -63,13 +69,15 @@ def presence(service: StatusContext, state: str) -> Presence:
     settings = service.settings
     groups = list(settings.mqtt.groups) or None
     if state == "offline":
-        return Presence(state="offline", device=settings.device_id, groups=groups)
+        return Presence(state="offline", device=settings.device_id, groups=groups,
+                        instance=service.instance.id)
     return Presence(
         state=state,  # type: ignore[arg-type]
         device=settings.device_id, version=__version__, voices=service.voices.names(),
         default_voice=settings.models.default_voice, profile=service.profile_name,
         site_id=service.site_id if settings.mqtt.hermes else None, groups=groups,
         health_interval_s=settings.health.interval_s, ts=time.time(),
+        instance=service.instance.id,
     )
 
 

@@ -20,6 +20,7 @@ __all__ = [
     "HardwareSection",
     "HealthReport",
     "HealthSummary",
+    "InstanceSection",
     "JournalSection",
     "LexiconSection",
     "LoadedVoice",
@@ -249,6 +250,17 @@ class JournalSection(TypedDict):
     """Why it is degraded: the path and the error."""
 
 
+class InstanceSection(TypedDict):
+    """This agent process and others with its device id (:mod:`agent.daemon.instance`)."""
+
+    id: str
+    others: list[str]
+    """Instance ids of other agents online with this device id now."""
+    conflicts: int
+    state: Literal["ok", "failing"]
+    reason: str | None
+
+
 class HardwareSection(TypedDict, total=False):
     """The hardware profile in force (:meth:`~agent.hardware.effective.EffectiveProfile.as_dict`
     without its ``candidates``, ``why`` and ``origins``), or ``ok: false`` with the ``error`` when
@@ -362,6 +374,7 @@ class HealthReport(TypedDict):
     mqtt: NotRequired[MqttSection | ProviderError]
     queue: NotRequired[QueueSection | ProviderError]
     journal: NotRequired[JournalSection | ProviderError]
+    instance: NotRequired[InstanceSection | ProviderError]
     hardware: NotRequired[HardwareSection | ProviderError]
     phrase_cache: NotRequired[PhraseCacheSection | ProviderError]
     lexicon: NotRequired[LexiconSection | ProviderError]

@@ -46,11 +46,11 @@ DEFAULT_SETTLE_S = 1.0
 """How long the retained messages are collected when no more come (``--settle``)."""
 MAX_TEXT = 200
 """Longest string kept from a message (a device id, a version, an error)."""
-STATES = ("online", "silent", "stopped", "offline", "unknown")
+STATES = ("online", "conflict", "silent", "stopped", "offline", "unknown")
 PROBES = ("auto", "always", "never")
 """When :func:`read_fleet` pings the fleet: no device in the retained topics, always, never."""
 
-State = Literal["online", "silent", "stopped", "offline", "unknown"]
+State = Literal["online", "conflict", "silent", "stopped", "offline", "unknown"]
 
 
 def _text(value: Any) -> str | None:
@@ -81,6 +81,7 @@ class DeviceRecord:
     pending: int | None = None
     last_error: str | None = None
     """The worst reason of a health report that is not ``ok``."""
+    conflict: bool = False  # the health report: another agent instance uses this device id
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,7 +293,7 @@ class FleetView:
         if record.status in ("offline", "stopped"):
             state = record.status  # type: ignore[assignment]
         elif record.status == "online":
-            state = "silent" if stale else "online"
+            state = "silent" if stale else "conflict" if record.conflict else "online"
         else:
             state = "silent" if stale else "unknown"
         return DeviceRow(record.device, state, record.groups, record.voice, record.version,
@@ -378,6 +379,8 @@ def read_fleet(client: MqttClient, view: FleetView, settle_s: float, probe: str,
 
 def _read_health(record: DeviceRecord, data: dict[str, Any]) -> None:
     record.health = _text(data.get("state")) or "unknown"
+    instance = data.get("instance")
+    record.conflict = isinstance(instance, dict) and instance.get("state") == "failing"
     record.version = _text(data.get("version")) or record.version
     stamp = _text(data.get("time"))
     try:

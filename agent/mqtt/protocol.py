@@ -265,6 +265,10 @@ def parse_command(name: str, payload: bytes, *, max_payload_bytes: int,
     return cast(Command, command)  # COMMANDS only holds Command types
 
 
+INSTANCE_DOC = ("The agent process that published it (random at each start): two instance "
+                "ids for one device mean two agents use the same device id.")
+
+
 class EventBase(BaseModel):
     """Common fields of everything published on ``{prefix}/{device}/events``."""
 
@@ -274,6 +278,7 @@ class EventBase(BaseModel):
     event: str = Field(description="What happened.")
     device: str = Field(description="The device that publishes the event.")
     ts: float = Field(default_factory=time.time, description="Unix time of the event (s).")
+    instance: str | None = Field(default=None, description=INSTANCE_DOC)
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -379,6 +384,7 @@ class Presence(BaseModel):
         "The device's `health.interval_s`: a health report older than a few of these means "
         "the device went silent."))
     ts: float | None = Field(default=None, description="Unix time of the change (s).")
+    instance: str | None = Field(default=None, description=INSTANCE_DOC)
 
 
 def to_payload(model: BaseModel) -> bytes:

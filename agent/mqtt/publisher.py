@@ -75,9 +75,12 @@ class ReplyRoute:
 class EventPublisher:
     """Publishes events on ``{prefix}/{device}/events``, replies, presence and snapshots."""
 
-    def __init__(self, client: Publisher, topics: DeviceTopics) -> None:
+    def __init__(self, client: Publisher, topics: DeviceTopics, *,
+                 instance: str | None = None) -> None:
         self.client = client
         self.topics = topics
+        self.instance = instance
+        """This process's instance id, put in every event (``instance``)."""
 
     @property
     def device_id(self) -> str:
@@ -85,6 +88,8 @@ class EventPublisher:
 
     def event(self, event: EventBase, reply: ReplyRoute | None = None) -> None:
         """Publish ``event`` (QoS 1, not retained); a final event also goes to ``reply``."""
+        if self.instance is not None and event.instance is None:
+            event = event.model_copy(update={"instance": self.instance})
         payload = to_payload(event)
         self.client.publish(OutboundMessage(self.topics.events, payload))
         if reply is not None and event.final:

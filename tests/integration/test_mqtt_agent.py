@@ -162,7 +162,7 @@ def test_control_commands(agent: AgentService, controller: Recorder) -> None:
     controller.publish(DEV.command("volume"), {"id": "v1", "volume": 0.3})
     assert final_for(controller, "v1") | {"ts": 0} == {
         "id": "v1", "event": "done", "device": "t1", "command": "volume", "volume": 0.3,
-        "final": True, "ts": 0}
+        "final": True, "ts": 0, "instance": agent.instance.id}
     controller.publish(DEV.command("ping"), {"id": "p1"})
     pong = final_for(controller, "p1")
     assert pong["event"] == "pong"

@@ -40,10 +40,11 @@ def agent_process(settings: Settings, tmp_path: Path) -> Iterator[subprocess.Pop
 def test_sigkill_makes_the_broker_publish_offline(mqtt_broker: Broker,
                                                   agent_process: subprocess.Popen[bytes]) -> None:
     with Recorder(mqtt_broker.settings(), [DEV.status.as_filter()], "watch") as watch:
-        watch.wait_json(DEV.status, lambda p: p["state"] == "online", timeout=60)
+        online = watch.wait_json(DEV.status, lambda p: p["state"] == "online", timeout=60)
         agent_process.send_signal(signal.SIGKILL)
         offline = watch.wait_json(DEV.status, lambda p: p["state"] == "offline", timeout=30)
-    assert offline == {"state": "offline", "device": "t1"}
+    # the Will names the instance that died (#27 item 9: a device id used twice)
+    assert offline == {"state": "offline", "device": "t1", "instance": online["instance"]}
     with Recorder(mqtt_broker.settings(), [DEV.status.as_filter()], "late") as late:
         assert late.wait_json(DEV.status, lambda p: True)["state"] == "offline"  # retained
 
