@@ -260,4 +260,5 @@ def test_an_urgent_request_during_the_chime_preempts_the_whole_utterance(
     speech = on_device(entry, rate)  # the urgent request's speech, alone
     cut = find(played, speech[:2000])
     assert 0 < cut < len(chime)  # the chime was cut short, the urgent speech came next
-    assert np.array_equal(played[:cut - rate // 10], chime[:cut - rate // 10])
+    before_fade = max(cut - rate // 10, 0)  # an urgent request can come in the first 100 ms
+    assert np.array_equal(played[:before_fade], chime[:before_fade])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -208,10 +209,15 @@ def test_birth_message_republishes(mqtt_broker: Broker, tiny_voice_dir: Path, tm
         addon = service.addons.get("ha_discovery")
         assert isinstance(addon, HaDiscovery)
         before = addon.published
+        seen = len([c for c in configs(watcher) if c.payload])  # counted before the birth
         watcher.publish(HA.birth, "offline")
         watcher.publish(HA.birth, "x" * 1000)  # not Home Assistant's: ignored
         watcher.publish(HA.birth, "online")
-        again = wait_config(watcher, after=len([c for c in configs(watcher) if c.payload]))
+        deadline = time.monotonic() + WAIT_S  # the add-on republishes after a short delay
+        while addon.published == before:
+            assert time.monotonic() < deadline, "the birth message was not answered"
+            time.sleep(0.05)
+        again = wait_config(watcher, after=seen)
         assert addon.published > before
     assert again == first
 
