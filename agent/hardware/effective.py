@@ -30,7 +30,7 @@ from agent.hardware.sysroot import format_cpu_list
 from agent.hardware.tune_store import TuneFileError, TuneOverride, read_tune
 
 if TYPE_CHECKING:
-    from agent.hardware.inputs import ProfileInputs as Settings  # agent.settings.Settings
+    from agent.hardware.inputs import ProfileInputs
 
 __all__ = ["EffectiveProfile", "ResolvedRuntime", "profile_or_reason", "resolve_profile",
            "tune_path"]
@@ -119,7 +119,7 @@ class EffectiveProfile:
         }
 
 
-def tune_path(settings: Settings) -> Path:
+def tune_path(settings: ProfileInputs) -> Path:
     """Where the tune override lives: ``synthesis.tune_file`` or ``<cache.dir>/tune.json``."""
     return settings.synthesis.tune_file or settings.cache.dir / TUNE_FILE_NAME
 
@@ -207,7 +207,7 @@ def _apply_tune(values: _Values, path: Path, hw: HardwareInfo) -> tuple[TuneOver
                   f"RTF {tune.rtf:.3f} measured {tune.created_at}")
 
 
-def _apply_settings(values: _Values, settings: Settings) -> None:
+def _apply_settings(values: _Values, settings: ProfileInputs) -> None:
     syn, audio = settings.synthesis, settings.audio
     for key in ("intra_op_threads", "inter_op_threads", "execution_mode", "graph_optimization",
                 "thread_affinity", "allow_spinning"):
@@ -242,7 +242,8 @@ def _affinity(values: _Values, hw: HardwareInfo) -> tuple[tuple[int, ...], str |
     return hw.big_cpus, f"thread_affinity big_cores: intra-op threads pinned to CPUs {cpus}"
 
 
-def _choose(settings: Settings, library: ProfileSet, hw: HardwareInfo) -> tuple[Profile, list[str]]:
+def _choose(settings: ProfileInputs, library: ProfileSet,
+            hw: HardwareInfo) -> tuple[Profile, list[str]]:
     if not settings.profile:
         best, why = library.select(hw)
         return best.profile, why
@@ -281,7 +282,7 @@ def _section(values: _Values, prefix: str) -> dict[str, Any]:
 
 
 def resolve_profile(
-    settings: Settings,
+    settings: ProfileInputs,
     *,
     sysroot: Path | str = "/",
     hardware: HardwareInfo | None = None,
@@ -353,7 +354,7 @@ def _runtime(values: _Values, hw: HardwareInfo, why: list[str]) -> ResolvedRunti
                            model_variant=values["model_variant"])
 
 
-def profile_or_reason(settings: Settings) -> tuple[EffectiveProfile | None, str | None]:
+def profile_or_reason(settings: ProfileInputs) -> tuple[EffectiveProfile | None, str | None]:
     """The effective profile and None, or None and why it cannot be resolved (logged once here).
 
     For the agent and the commands that run a voice: without a profile they fall back to one

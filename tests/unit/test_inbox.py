@@ -26,6 +26,7 @@ from agent.mqtt.topics import Namespace
 from agent.mqtt.tracker import RequestTracker
 from agent.pipeline.jobs import JobQueue
 from tests.support import recorders
+from tests.unit.test_mqtt_pipeline import Controls  # records what the dispatcher asks
 
 DEV = Namespace("tts").device("d1")
 
@@ -86,17 +87,6 @@ def test_intake_answers_busy_per_lane() -> None:
         intake.submit(item)
     reasons = {e["id"]: e["reason"] for e in map(json.loads, (m.payload for m in sent.messages))}
     assert reasons == {"b": "busy: intake queue full (1)", "p2": "busy: control queue full (1)"}
-
-
-class Controls:
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, object]] = []
-
-    def stop(self, flush: bool = False) -> None:
-        self.calls.append(("stop", flush))
-
-    def set_volume(self, volume: float) -> None:
-        self.calls.append(("volume", volume))
 
 
 def test_a_stop_after_queued_speaks_clears_them() -> None:
