@@ -3,8 +3,8 @@ changes (checked every ``health.state_check_s``), and whenever :meth:`request` a
 
 Each publication hands the snapshot to ``publish`` (the daemon sends it retained to
 ``{prefix}/{device_id}/health``) and, when ``health.prometheus_file`` is set, rewrites the
-Prometheus textfile. Whenever the one-line summary changes it goes to systemd as
-``STATUS=``.
+Prometheus textfile, which :meth:`HealthReporter.stop` deletes (a clean stop). Whenever the
+one-line summary changes it goes to systemd as ``STATUS=``.
 
 Threads: one thread of its own (``health-reporter``) takes the snapshots and calls
 ``publish``; ``publish`` must not block for long (the MQTT client only queues).
@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agent.health.prometheus import render, write_textfile
+from agent.health.prometheus import remove_textfile, render, write_textfile
 from agent.health.sdnotify import Notifier
 from agent.health.snapshot import Health, summary_line
 from agent.logs import get_logger
@@ -55,6 +55,8 @@ class HealthReporter:
         self._check_s = min(health.settings.state_check_s, self._interval_s)
         self._wake = threading.Event()
         self._stop = threading.Event()
+        self._file_lock = threading.Lock()
+        self._file_removed = False
         self._thread: threading.Thread | None = None
         self._status: str | None = None
         self.state: State | None = None
@@ -73,10 +75,20 @@ class HealthReporter:
         self._wake.set()
 
     def stop(self, timeout: float = 5.0) -> None:
+        """Stop reporting and delete the Prometheus textfile: a stopped agent has no figures
+        (one killed leaves its file, whose ``last_write_timestamp_seconds`` then ages)."""
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout)
+        if self.prometheus_file is not None:
+            with self._file_lock:  # a write still under way finishes first; none follows
+                self._file_removed = True
+                try:
+                    remove_textfile(self.prometheus_file)
+                except OSError as exc:
+                    log.warning("health_textfile_not_removed", path=str(self.prometheus_file),
+                                error=str(exc))
 
     def report(self, *, force: bool) -> HealthReport:
         """Take a snapshot; publish it when forced, due or the state changed. Runs on the
@@ -103,11 +115,14 @@ class HealthReporter:
             except Exception as exc:
                 log.warning("health_publish_failed", error=repr(exc)[:200])
         if self.prometheus_file is not None:
-            try:
-                write_textfile(self.prometheus_file, render(snap))
-            except OSError as exc:
-                log.warning("health_textfile_failed", path=str(self.prometheus_file),
-                            error=str(exc))
+            with self._file_lock:
+                if self._file_removed:
+                    return
+                try:
+                    write_textfile(self.prometheus_file, render(snap))
+                except OSError as exc:
+                    log.warning("health_textfile_failed", path=str(self.prometheus_file),
+                                error=str(exc))
 
     def _run(self) -> None:
         """Reporter thread: snapshot every ``state_check_s``, publish when due or changed."""

@@ -42,8 +42,11 @@ class HealthSettings(Section):
     )
     prometheus_file: PromPath | None = Field(
         default=None,
-        description="Write the health figures in Prometheus text format to this file (for "
-                    "node_exporter's textfile collector, e.g. "
-                    "/var/lib/prometheus/node-exporter/tts_agent.prom); unset = off.",
+        description="Write the health figures in Prometheus text format to this file, for "
+                    "node_exporter's textfile collector, at every health publication; deleted "
+                    "at a clean stop. Under the systemd unit: "
+                    "/run/tts-agent/tts_agent.prom, linked from node_exporter's directory "
+                    "(docs/operations.md, \"Prometheus\": the link and the alert rules); "
+                    "unset = off.",
     )
 

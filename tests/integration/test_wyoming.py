@@ -154,7 +154,7 @@ def test_synthesize_streams_the_samples_tts_agent_synth_writes(
     assert section["finished"] == 1 and section["listening"] is True
     assert snap["requests"]["total"]["finished"] >= 1
     metrics = prometheus.render(snap).splitlines()
-    assert "tts_agent_wyoming_finished 1" in metrics
+    assert "tts_agent_wyoming_finished_total 1" in metrics
     assert "tts_agent_wyoming_listening 1" in metrics
 
 

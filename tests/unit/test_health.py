@@ -14,7 +14,7 @@ import pytest
 
 from agent import __version__
 from agent.health.liveness import Liveness
-from agent.health.prometheus import render, write_textfile
+from agent.health.prometheus import COUNTERS, GAUGES, MAX_REASON_CHARS, render, write_textfile
 from agent.health.report import HealthReport
 from agent.health.reporter import HealthReporter
 from agent.health.sdnotify import Notifier
@@ -309,6 +309,12 @@ _SAMPLE = re.compile(
 )
 
 
+def exposition_types(text: str) -> dict[str, str]:
+    """Each family's ``# TYPE``."""
+    return {name: kind for _, _, name, kind in
+            (line.split() for line in text.splitlines() if line.startswith("# TYPE "))}
+
+
 def parse_exposition(text: str) -> dict[str, float]:
     """A strict reader of the text format: HELP/TYPE before samples, one block per family."""
     assert text.endswith("\n")
@@ -346,7 +352,9 @@ def degraded_snapshot(health: Health, clock: FakeClock) -> HealthReport:
 
 def test_prometheus_text_parses_and_carries_the_figures(health: Health,
                                                         clock: FakeClock) -> None:
-    samples = parse_exposition(render(degraded_snapshot(health, clock)))
+    text = render(degraded_snapshot(health, clock), written_at=1_790_000_000.25)
+    samples = parse_exposition(text)
+    assert samples["tts_agent_last_write_timestamp_seconds"] == 1_790_000_000.25
     assert samples[f'tts_agent_info{{version="{__version__}",device_id="t1"}}'] == 1
     assert samples['tts_agent_health_state{state="degraded"}'] == 1
     assert samples['tts_agent_health_state{state="ok"}'] == 0
@@ -359,10 +367,57 @@ def test_prometheus_text_parses_and_carries_the_figures(health: Health,
     assert samples["tts_agent_resident_memory_bytes"] == 200000 * 1024
     assert samples["tts_agent_cpu_temperature_celsius"] == 48.3
     assert samples["tts_agent_audio_ok"] == 0
-    assert samples["tts_agent_audio_underruns"] == 2
+    assert samples["tts_agent_audio_underruns_total"] == 2
+    assert samples["tts_agent_mqtt_reconnects_total"] == 1
     assert samples["tts_agent_mqtt_connected"] == 1
     assert samples["tts_agent_queue_max"] == 32
     assert not any(k.startswith("tts_agent_voices") for k in samples)  # lists are left out
+    # each reason is a series of its own, its text escaped (quote, newline)
+    assert samples["tts_agent_health_reasons"] == 1
+    reasons = [k for k in samples if k.startswith("tts_agent_health_reason{")]
+    assert reasons == ['tts_agent_health_reason{reason="audio device unavailable: no \\"card\\" '
+                       'here\\nat all"}'], reasons
+    types = exposition_types(text)
+    assert {name for name, kind in types.items() if kind == "counter"} == {
+        "tts_agent_requests_total", "tts_agent_audio_underruns_total",
+        "tts_agent_mqtt_reconnects_total"}
+    assert all(kind == "gauge" for name, kind in types.items() if not name.endswith("_total"))
+
+
+def test_reason_series_are_bounded_and_unique(health: Health) -> None:
+    snap = health.snapshot()
+    long = "x" * (MAX_REASON_CHARS + 50)
+    snap["reasons"] = [long, long + "y", "a\\b", *(f"r{i}" for i in range(20))]
+    samples = parse_exposition(render(snap))
+    reasons = [k for k in samples if k.startswith("tts_agent_health_reason{")]
+    assert reasons[:2] == ['tts_agent_health_reason{reason="' + "x" * (MAX_REASON_CHARS - 3)
+                           + '..."}', 'tts_agent_health_reason{reason="a\\\\b"}']
+    assert len(reasons) == 10 and samples["tts_agent_health_reasons"] == 23
+
+
+def test_every_number_of_a_typed_section_is_a_counter_or_a_gauge() -> None:
+    """A new field must be classified: a count since start is a counter, the rest gauges."""
+    from typing import get_args, get_type_hints
+
+    from agent.health import report
+
+    def numeric(hint: Any) -> bool:
+        return hint in (int, float, bool) or any(numeric(arg) for arg in get_args(hint))
+
+    from agent.audio import stats
+    from agent.health.snapshot import FIXED_KEYS
+
+    names = {name: getattr(stats, name) for name in ("DeviceInfo", "PlayerState", "VolumeControl")}
+    hints = get_type_hints(HealthReport)
+    sections = set(hints) - FIXED_KEYS
+    assert {"audio", "mqtt", "wyoming"} <= sections
+    for section in sections:
+        typed = get_args(hints[section])[0]  # X | ProviderError
+        assert typed.__module__ == report.__name__, section
+        for key, hint in get_type_hints(typed, localns=names).items():
+            if numeric(hint):
+                known = COUNTERS.get(section, frozenset()) | GAUGES.get(section, frozenset())
+                assert key in known, f"{section}.{key}: add it to COUNTERS or GAUGES"
 
 
 def test_textfile_is_replaced_atomically(tmp_path: Path) -> None:
@@ -412,7 +467,7 @@ def test_reporter_publishes_at_once_on_a_change_and_on_request(
         notify.close()
     assert reporter.published == 3
     assert published.empty()
-    assert os.listdir(tmp_path / "prom") == ["tts_agent.prom"]
+    assert os.listdir(tmp_path / "prom") == []  # a clean stop deletes the textfile
 
 
 def test_the_voice_library_status_is_a_provider(tiny_voice_dir: Path, tmp_path: Path) -> None:
