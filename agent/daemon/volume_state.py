@@ -95,7 +95,7 @@ class VolumeStore:
         with self._lock:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-                atomic_write(self.path, payload, prefix=".volume-")
+                atomic_write(self.path, payload, mode=0o600, prefix=".volume-")
             except OSError as exc:
                 log.warning("volume_not_saved", path=str(self.path), error=str(exc))
                 return False

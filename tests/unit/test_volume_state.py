@@ -28,6 +28,7 @@ def test_kept_and_restored_beside_the_journal(tmp_path: Path) -> None:
     assert json.loads(store.path.read_text()) == {"format": 1, "volume": 0.35,
                                                   "configured": 0.9}
     assert [p.name for p in store.path.parent.iterdir()] == [VOLUME_NAME]  # no temporary left
+    assert store.path.stat().st_mode & 0o777 == 0o600  # the service's own, like the journal
     with capture_logs() as logs:
         assert VolumeStore(store.path, 0.9).restore() == 0.35
     assert [e["event"] for e in logs] == ["volume_restored"]
