@@ -24,6 +24,7 @@ from agent.daemon.health import add_sections, watch_workers
 from agent.daemon.instance import InstanceWatch
 from agent.daemon.reload import reload_all, reload_command, reload_settings
 from agent.daemon.status import ping_status, presence
+from agent.daemon.volume_state import VolumeStore
 from agent.hardware.effective import profile_or_reason
 from agent.health.liveness import Liveness, Watchdog
 from agent.health.reporter import HealthReporter
@@ -89,7 +90,8 @@ class AgentService:
         self.started_at = time.monotonic()
         self.topics = Namespace(settings.mqtt.topic_prefix).device(settings.device_id)
         self.site_id = settings.mqtt.site_id or settings.device_id
-        self.volume = settings.audio.volume
+        self.volume_store = VolumeStore.for_settings(settings)
+        self.volume = self.volume_store.restore()  # the one set over MQTT, or audio.volume
         self.stopping = threading.Event()
         self.stopped_cleanly: bool | None = None
         """After :meth:`stop`: whether every worker thread ended (False: one is stuck, e.g. in
@@ -111,6 +113,7 @@ class AgentService:
         self._build_library(voices)
         self._build_transport()
         self._build_pipeline(player)
+        self.player.set_volume(self.volume)
         self.reporter = HealthReporter(
             self.health, publish=self._publish_health if self.client is not None else None,
             notifier=self.notifier,
@@ -354,8 +357,10 @@ class AgentService:
             pin_current_thread(self.profile.runtime.options)
 
     def _set_volume(self, volume: float) -> None:
-        """Dispatch thread: the retained health report shows the new volume at once."""
+        """Dispatch thread: the retained health report shows the new volume at once; it is
+        kept for the next start."""
         self.volume = volume
+        self.volume_store.save(volume)
         self.reporter.request()
 
     # -- health ---------------------------------------------------------------------------

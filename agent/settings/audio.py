@@ -26,7 +26,10 @@ class AudioSettings(Section):
         default=None, max_length=128,
         description="ALSA mixer control for device volume; unset = software volume.",
     )
-    volume: float = Field(default=1.0, ge=0.0, le=1.0, description="Device volume 0.0-1.0.")
+    volume: float = Field(
+        default=1.0, ge=0.0, le=1.0,
+        description="Device volume 0.0-1.0 at start. A volume command's volume is kept across "
+                    "restarts while this stays unchanged (operations.md#the-device-volume).")
     period_frames: int | None = Field(
         default=None, ge=64, le=65536,
         description="ALSA period size in frames; unset lets the hardware profile choose.",

@@ -3,13 +3,14 @@
 Read from the models directory at each ``describe`` (a few small files per voice, parsed once
 per config file: see :class:`Catalog`), so a voice staged, activated, added or removed shows
 at the next ``describe`` without a subscription to the library's events. The languages and
-speakers come from the voice's Piper config (``language.code``, else the espeak-ng voice;
-``speaker_id_map``), the version and the attribution from its manifest (``source``) and
-config (``dataset``).
+speakers come from the voice's Piper config (``language.code``, else the espeak-ng voice, in
+both spellings, ``en_US`` and ``en-US``; ``speaker_id_map``), the version and the attribution
+from its manifest (``source``) and config (``dataset``).
 """
 
 from __future__ import annotations
 
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from agent.voice.bundle import BundleError, read_manifest
 from agent.voice.config import MAX_CONFIG_BYTES
 from agent.voice.files import UnsafeFileError, open_regular
 
-__all__ = ["PROGRAM", "Catalog", "VoiceFacts"]
+__all__ = ["PROGRAM", "Catalog", "VoiceFacts", "both_forms"]
 
 log = get_logger(__name__)
 
@@ -32,6 +33,7 @@ PIPER = Attribution(name="Piper", url="https://github.com/OHF-Voice/piper1-gpl")
 _PYPI = "https://pypi.org/project/"
 _MAX_CACHED = 256
 _MAX_SPEAKERS = 1024
+_LANGUAGE_REGION = re.compile(r"([a-zA-Z]{2,3})[-_]([a-zA-Z]{2}|[0-9]{3})")
 
 
 class VoiceFacts:
@@ -61,16 +63,28 @@ def _attribution(manifest: dict[str, Any], config: dict[str, Any]) -> Attributio
     return Attribution(name=source or PIPER.name, url=PIPER.url)
 
 
+def both_forms(code: str) -> list[str]:
+    """``code`` first, then its other spellings: Piper's ``en_US`` and the BCP 47 ``en-US`` that
+    Home Assistant looks voices up by (``en-us``, an espeak-ng voice: both); a code with no
+    region (``de``) or more parts (``en-gb-x-rp``) as it is."""
+    match = _LANGUAGE_REGION.fullmatch(code)
+    if match is None:
+        return [code]
+    language, region = match.group(1).lower(), match.group(2).upper()
+    return [code, *(form for form in (f"{language}_{region}", f"{language}-{region}")
+                    if form != code)]
+
+
 def _languages(name: str, config: dict[str, Any]) -> list[str]:
     language = config.get("language")
     code = language.get("code") if isinstance(language, dict) else None
     if isinstance(code, str) and code:
-        return [code]
+        return both_forms(code)
     espeak = config.get("espeak")
     voice = espeak.get("voice") if isinstance(espeak, dict) else None
     if isinstance(voice, str) and voice:
-        return [voice]
-    return [name.split("-", maxsplit=1)[0]]  # Piper names voices <language>-<name>-<quality>
+        return both_forms(voice)
+    return both_forms(name.split("-", maxsplit=1)[0])  # Piper names: <language>-<name>-<quality>
 
 
 def _read_config(path: Path) -> dict[str, Any]:

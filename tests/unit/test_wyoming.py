@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from agent.library.voices import VoiceLibrary, VoiceNotFound
 from agent.settings import Settings, WyomingSettings
 from agent.settings.wyoming import parse_uri
-from agent.wyoming.catalog import Catalog
+from agent.wyoming.catalog import Catalog, both_forms
 from agent.wyoming.speech import Refused, SentenceBuffer, check_text, choose_voice
 from agent.wyoming.wire import ProtocolError, read_event
 
@@ -133,7 +133,8 @@ def test_the_catalog_describes_each_installed_voice(tiny_voice_dir: Path) -> Non
     (program,) = info.tts
     (voice,) = program.voices
     assert program.supports_synthesize_streaming
-    assert (voice.name, voice.version, voice.languages) == ("tiny-test", "1.0.0", ["en-us"])
+    assert (voice.name, voice.version) == ("tiny-test", "1.0.0")
+    assert voice.languages == ["en-us", "en_US", "en-US"]  # its espeak voice, both spellings
     assert library.loaded() == []  # describing loads no voice
     config = tiny_voice_dir / "tiny-test.onnx.json"
     data = json.loads(config.read_text())
@@ -145,7 +146,7 @@ def test_the_catalog_describes_each_installed_voice(tiny_voice_dir: Path) -> Non
                    variants={"fp32": "tiny-test.onnx"}, config="tiny-test.onnx.json",
                    source="pypi:tiny-voice==1.1.0")
     (voice,) = Catalog(library).info().tts[0].voices
-    assert (voice.version, voice.languages) == ("1.1.0", ["en_GB"])
+    assert (voice.version, voice.languages) == ("1.1.0", ["en_GB", "en-GB"])
     assert [s.name for s in voice.speakers or []] == ["alice", "bob"]
     assert voice.attribution.url == "https://pypi.org/project/tiny-voice/"
 
@@ -166,3 +167,13 @@ def test_an_unknown_voice_is_refused_without_the_models_path(tiny_voice_dir: Pat
     assert "nobody" in reasons[0] and "tiny-test" in reasons[0]
     for reason in reasons:
         assert "/" not in reason and str(models) not in reason, reason
+
+
+@pytest.mark.parametrize(("code", "forms"), [
+    ("en_US", ["en_US", "en-US"]), ("en-US", ["en-US", "en_US"]),
+    ("en-us", ["en-us", "en_US", "en-US"]), ("es_419", ["es_419", "es-419"]), ("de", ["de"]),
+    ("en-gb-x-rp", ["en-gb-x-rp"]), ("cmn", ["cmn"]),
+])
+def test_a_language_is_described_in_both_spellings(code: str, forms: list[str]) -> None:
+    """#28.12: Piper's ``en_US`` and the BCP 47 ``en-US`` Home Assistant looks voices up by."""
+    assert both_forms(code) == forms
