@@ -283,6 +283,20 @@ def test_rollback_goes_back_once(staged: Path) -> None:
     assert os.readlink(voice_dir / "previous") == "1.0.0"
 
 
+def test_activate_of_a_rejected_version_is_one_line(staged: Path) -> None:
+    """A staged version that fails its warm-up: exit 2, the reason as the only line on stderr
+    (no ``model_rejected`` log line before it), the result as JSON on stdout, current kept."""
+    make_tiny_voice.build_bundle(staged, version="1.2.0", gain=0.0,
+                                 bundle=staged / VOICE / "1.2.0")
+    result = tts("models", "activate", VOICE, "1.2.0", models=staged)
+    assert result.returncode == 2
+    line = one_error_line(result)
+    assert line.startswith("tts-agent models: error: tiny-test 1.2.0: rejected: ")
+    assert "silence" in line
+    assert json.loads(result.stdout)["outcome"] == "rejected"
+    assert os.readlink(staged / VOICE / "current") == "1.1.0"
+
+
 def test_rollback_of_an_unknown_voice(staged: Path) -> None:
     result = tts("models", "rollback", "nope", models=staged)
     assert result.returncode == 2
@@ -391,8 +405,8 @@ def test_import_with_activate_of_a_version_that_fails_its_warm_up(
     result = tts("models", "import", str(new_model(tmp_path / "dl", gain=0.0)), "--version",
                  "1.2.0", "--activate", models=staged)
     assert result.returncode == 2
-    assert "1.2.0: imported but rejected" in result.stderr.strip().splitlines()[-1]
-    assert "silence" in result.stderr.strip().splitlines()[-1]
+    assert "1.2.0: imported but rejected" in one_error_line(result)  # no log line before it
+    assert "silence" in one_error_line(result)
     assert os.readlink(staged / VOICE / "current") == "1.1.0"
     assert os.readlink(staged / VOICE / "previous") == "1.0.0"
     assert verify_bundle(staged / VOICE / "1.2.0").version == "1.2.0"
