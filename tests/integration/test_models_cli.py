@@ -297,6 +297,21 @@ def test_activate_of_a_rejected_version_is_one_line(staged: Path) -> None:
     assert os.readlink(staged / VOICE / "current") == "1.1.0"
 
 
+def test_voices_lists_every_staged_version_and_marks_current(staged: Path) -> None:
+    listed = tts("voices", models=staged)
+    assert (listed.returncode, listed.stderr) == (0, "")
+    assert listed.stdout.splitlines() == [
+        f"{VOICE}  1.1.0  16000 Hz  fp32 (current, default)",
+        f"{VOICE}  1.0.0  16000 Hz  fp32 (staged)"]
+    rows = json.loads(tts("voices", "--json", models=staged).stdout)
+    assert [(r["version"], r["current"], r["staged"]) for r in rows] == [
+        ("1.1.0", True, True), ("1.0.0", False, True)]
+    assert tts("models", "rollback", VOICE, models=staged).returncode == 0
+    after = tts("voices", models=staged).stdout.splitlines()
+    assert after[0] == f"{VOICE}  1.0.0  16000 Hz  fp32 (current, default)"
+    assert after[1:] == [f"{VOICE}  1.1.0  16000 Hz  fp32 (staged)"]
+
+
 def test_rollback_of_an_unknown_voice(staged: Path) -> None:
     result = tts("models", "rollback", "nope", models=staged)
     assert result.returncode == 2
