@@ -234,6 +234,10 @@ wait_ready() {
 
 cmd_demo() {
   setup
+  demo "$@"
+}
+
+demo() {  # what `./build.sh demo` does once set up (tests/integration/test_build_demo.py runs it)
   local run_dir="$ROOT/.cache/demo" device_id="demo" text
   AGENT_PID="" BROKER_PID=""
   text="${1:-Hello, this is the edge text to speech agent. Welcome to the station.}"
@@ -279,7 +283,8 @@ cmd_demo() {
   say "step 5: stopping the agent (SIGTERM)"
   kill -TERM "$AGENT_PID"; wait "$AGENT_PID" || true; AGENT_PID=""
   if [ -f "$ROOT/demo.wav" ] && [ "${TTS_AGENT_AUDIO__DEVICE:-}" = "file:'$ROOT/demo.wav',wav" ]; then
-    say "done: $(soxi -D "$ROOT/demo.wav" 2>/dev/null || echo '?') s of speech in $ROOT/demo.wav"
+    # one length only: the finished event's audio_s (the file also holds the device's padding)
+    say "done: the speech is in $ROOT/demo.wav (play it elsewhere: aplay demo.wav)"
   else
     say "done"
   fi

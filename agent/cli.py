@@ -13,8 +13,10 @@ Whatever goes wrong, standard error gets one line per problem, ``tts-agent COMMA
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import pkgutil
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,7 +32,7 @@ from agent.commands import (
 )
 from agent.settings import ConfigError
 
-__all__ = ["Parser", "build_parser", "main"]
+__all__ = ["Parser", "build_parser", "did_you_mean", "main"]
 
 
 class Parser(argparse.ArgumentParser):
@@ -39,6 +41,9 @@ class Parser(argparse.ArgumentParser):
     class too (``add_subparsers`` makes them of the parent's class)."""
 
     def error(self, message: str) -> NoReturn:
+        choice = _INVALID_CHOICE.search(message)
+        if choice is not None:  # argparse's "invalid choice: 'sya' (choose from 'say', ...)"
+            message += did_you_mean([choice.group(1)], _QUOTED.findall(choice.group(2)))
         usage_error(self.prog, message)
 
     def parse_known_args(  # type: ignore[override]
@@ -49,7 +54,33 @@ class Parser(argparse.ArgumentParser):
         parsed, extra = super().parse_known_args(args, namespace)
         if not hasattr(parsed, "cli_prog"):  # a sub-command's parser has set it already
             parsed.cli_prog = self.prog
+        # the options of every parser on the way, for "did you mean" (main)
+        parsed.cli_options = [*getattr(parsed, "cli_options", []), *self._option_string_actions]
         return parsed, extra
+
+
+_INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)$")
+_QUOTED = re.compile(r"'([^']*)'")
+
+
+def did_you_mean(words: Sequence[str], known: Sequence[str]) -> str:
+    """``; did you mean --priority?`` for the words close to one of ``known`` (an option
+    ``--x=1`` by its name; a value after an option, like ``high``, is left out), else ``""``.
+    argparse in Python 3.11 has no ``suggest_on_error``: every usage error of every command
+    comes here (:meth:`Parser.error`, :func:`main`)."""
+    hints = []
+    for word in words:
+        name = word.split("=", 1)[0] if word.startswith("--") else word
+        if name in known or (word.startswith("-") != any(k.startswith("-") for k in known)):
+            continue
+        match = difflib.get_close_matches(name, sorted(set(known)), n=1, cutoff=0.6)
+        if match:
+            hints.append((name, match[0]))
+    if not hints:
+        return ""
+    if len(hints) == 1:
+        return f"; did you mean {hints[0][1]}?"
+    return "; did you mean " + ", ".join(f"{right} for {wrong}" for wrong, right in hints) + "?"
 
 
 def usage_error(prog: str, message: str) -> NoReturn:
@@ -91,7 +122,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:
-        usage_error(args.cli_prog, f"unrecognized arguments: {' '.join(extra)}")
+        options = [word for word in extra if word.startswith("-")]
+        usage_error(args.cli_prog, f"unrecognized arguments: {' '.join(extra)}"
+                                   f"{did_you_mean(options, args.cli_options)}")
     verbose: int = args.verbose
     # Until a command configures logging from its settings: warnings only, on stderr.
     configure_logging(cli_level("warning", verbose))

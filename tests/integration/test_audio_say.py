@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from agent.commands.say import DEVICE_HINT
 from tests.support.alsa_sink import AlsaConfig, read_samples, trim_silence
 from tests.support.cli import agent_cli
 
@@ -81,5 +82,16 @@ def test_say_on_a_missing_device_fails_with_one_clear_line(tiny_voice_dir: Path,
     result = _tts("say", "Anyone there?", models=tiny_voice_dir.parent, alsa=alsa,
                   device="nowhere")
     assert result.returncode == 1
-    assert "cannot open ALSA device 'nowhere'" in result.stderr
-    assert "Traceback" not in result.stderr
+    [line] = result.stderr.splitlines()
+    assert line.startswith("tts-agent say: error: playback failed on 'nowhere': cannot open "
+                           "ALSA device 'nowhere': No such file or directory")
+    assert line.endswith(DEVICE_HINT)
+    # it fails fast: the device is tried before any voice loads (-v shows what was done)
+    verbose = _tts("say", "-v", "Anyone there?", models=tiny_voice_dir.parent, alsa=alsa,
+                   device="nowhere")
+    assert verbose.returncode == 1
+    lines = verbose.stderr.splitlines()
+    assert lines[-1] == line
+    events = [json.loads(entry)["event"] for entry in lines[:-1]]
+    assert "audio_device_failed" in events
+    assert "voice_loaded" not in events and "model_loaded" not in events

@@ -67,7 +67,8 @@ def test_voices_lists_installed(tiny_voice_dir: Path) -> None:
     assert result.returncode == 0, result.stderr
     rows = json.loads(result.stdout)
     assert rows == [{"voice": "tiny-test", "version": "1.0.0", "sample_rate": 16000,
-                     "variants": ["fp32"], "default": True}]
+                     "variants": ["fp32"], "default": True, "current": True,
+                     "staged": False}]
 
 
 def test_phonemize_json_matches_engine_ids(tiny_voice_dir: Path) -> None:

@@ -123,6 +123,12 @@ MORE_BAD_INPUT = [  # the issue's own examples (#19 item 12)
      "--length-scale must be between"),
     (["--bogus", "voices"], USAGE, "unrecognized arguments: --bogus"),
     ([], USAGE, "the following arguments are required: COMMAND"),
+    # a mistyped option or command: argparse's "did you mean" (#28 item 14), the same for all
+    ([*SEND, "speak", "Hi.", "--prioriti", "high"], USAGE, "unrecognized arguments: --prioriti "
+     "high; did you mean --priority? (see tts-agent send speak --help)"),
+    (["say", "--voise", "tiny-test", "Hi."], USAGE, "did you mean --voice? (see tts-agent say"),
+    (["sya", "Hi."], USAGE, "invalid choice: 'sya' (choose from 'check-config', "),
+    (["sya", "Hi."], USAGE, "; did you mean say? (see tts-agent --help)"),
 ]
 
 

@@ -298,7 +298,8 @@ def test_remove_command(mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Pat
     assert shown.returncode == 0, shown.stderr  # was check=True
     printed = json.loads(shown.stdout)
     assert printed["topic"] == HA.config.value
-    assert printed["payload"]["cmps"] == published["cmps"]
+    assert "hw_version" in published["dev"]  # the board and profile this agent runs with
+    assert printed["payload"] == published  # exactly what the agent publishes (#28 item 14)
     result = agent_cli("ha-discovery", "--remove", env=agent_env(settings), timeout=60)
     assert result.returncode == 0, result.stderr
     assert HA.config.value in result.stdout

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import stat
 import subprocess
 import sys
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from agent.settings import load_settings
-from tests.support import REPO
+from tests.support import REPO, make_tiny_voice
 
 ROOT = REPO
 SCRIPT = ROOT / "systemd" / "install.sh"
@@ -95,6 +96,43 @@ def test_install_lays_out_the_service_and_uninstall_leaves_nothing(tmp_path: Pat
     result = install_sh("uninstall", "--destdir", str(root), "--purge")
     assert result.returncode == 0, result.stderr
     assert everything_under(root) == []
+
+
+def test_the_last_lines_say_what_was_laid_out_and_what_to_set_next(tmp_path: Path) -> None:
+    """#28 item 15: the voice's variants (an fp32-only voice says so, with the command that
+    adds int8) and the broker, sound device and device id the service starts with, in the
+    file to edit."""
+    root = tmp_path / "root"
+    models = root / "var/lib/tts-agent/models"
+    make_tiny_voice.build_bundle(models)  # a voice installed before: fp32 only
+    result = install_sh("install", str(ROOT), "--destdir", str(root), "--no-pip")
+    assert result.returncode == 0, result.stderr
+    lines = result.stderr.splitlines()
+    last = lines[lines.index(f"==> installed tts-agent in {root}/opt/tts-agent") + 1:]
+    assert last[0] == "==> laid out:"
+    laid_out = {line.split()[0]: line.split(None, 1)[1] for line in last[1:7]}
+    assert set(laid_out) == {"/opt/tts-agent/venv", "/etc/systemd/system/tts-agent.service",
+                             "/etc/tts-agent/agent.toml", "/etc/tts-agent/mqtt-password",
+                             "/var/lib/tts-agent/chimes", "/var/lib/tts-agent/models"}
+    assert laid_out["/var/lib/tts-agent/models"].startswith(
+        "tiny-test 1.0.0: fp32 only, no int8 variant (run ./build.sh before install")
+    assert laid_out["/var/lib/tts-agent/models"].endswith(
+        "sudo /opt/tts-agent/venv/bin/tts-agent --config /etc/tts-agent/agent.toml quantize "
+        "/var/lib/tts-agent/models/tiny-test/tiny-test.onnx /var/lib/tts-agent/models/tiny-test)")
+    assert last[7].startswith("==> set next, in /etc/tts-agent/agent.toml (sudoedit ")
+    assert [line.strip().split("  ")[0] for line in last[8:]] == [
+        'mqtt.host = "localhost"', 'audio.device = "default"',
+        f'device_id not set (the host name, "{socket.gethostname()}")']
+    # what the operator set is what the next install shows
+    config = root / "etc/tts-agent/agent.toml"
+    config.write_text('device_id = "kiosk-7"\n' + config.read_text().replace(
+        'host = "localhost"', 'host = "broker.example"'), encoding="utf-8")
+    again = install_sh("install", str(ROOT), "--destdir", str(root), "--no-pip")
+    assert again.returncode == 0, again.stderr
+    tail = [line.strip().split("  ")[0] for line in again.stderr.splitlines()[-3:]]
+    assert tail == ['mqtt.host = "broker.example"', 'audio.device = "default"',
+                    'device_id = "kiosk-7"']
+    assert install_sh("uninstall", "--destdir", str(root), "--purge").returncode == 0
 
 
 def test_a_password_in_the_credential_store_is_kept(tmp_path: Path) -> None:

@@ -283,6 +283,35 @@ def test_rollback_goes_back_once(staged: Path) -> None:
     assert os.readlink(voice_dir / "previous") == "1.0.0"
 
 
+def test_activate_of_a_rejected_version_is_one_line(staged: Path) -> None:
+    """A staged version that fails its warm-up: exit 2, the reason as the only line on stderr
+    (no ``model_rejected`` log line before it), the result as JSON on stdout, current kept."""
+    make_tiny_voice.build_bundle(staged, version="1.2.0", gain=0.0,
+                                 bundle=staged / VOICE / "1.2.0")
+    result = tts("models", "activate", VOICE, "1.2.0", models=staged)
+    assert result.returncode == 2
+    line = one_error_line(result)
+    assert line.startswith("tts-agent models: error: tiny-test 1.2.0: rejected: ")
+    assert "silence" in line
+    assert json.loads(result.stdout)["outcome"] == "rejected"
+    assert os.readlink(staged / VOICE / "current") == "1.1.0"
+
+
+def test_voices_lists_every_staged_version_and_marks_current(staged: Path) -> None:
+    listed = tts("voices", models=staged)
+    assert (listed.returncode, listed.stderr) == (0, "")
+    assert listed.stdout.splitlines() == [
+        f"{VOICE}  1.1.0  16000 Hz  fp32 (current, default)",
+        f"{VOICE}  1.0.0  16000 Hz  fp32 (staged)"]
+    rows = json.loads(tts("voices", "--json", models=staged).stdout)
+    assert [(r["version"], r["current"], r["staged"]) for r in rows] == [
+        ("1.1.0", True, True), ("1.0.0", False, True)]
+    assert tts("models", "rollback", VOICE, models=staged).returncode == 0
+    after = tts("voices", models=staged).stdout.splitlines()
+    assert after[0] == f"{VOICE}  1.0.0  16000 Hz  fp32 (current, default)"
+    assert after[1:] == [f"{VOICE}  1.1.0  16000 Hz  fp32 (staged)"]
+
+
 def test_rollback_of_an_unknown_voice(staged: Path) -> None:
     result = tts("models", "rollback", "nope", models=staged)
     assert result.returncode == 2
@@ -391,8 +420,8 @@ def test_import_with_activate_of_a_version_that_fails_its_warm_up(
     result = tts("models", "import", str(new_model(tmp_path / "dl", gain=0.0)), "--version",
                  "1.2.0", "--activate", models=staged)
     assert result.returncode == 2
-    assert "1.2.0: imported but rejected" in result.stderr.strip().splitlines()[-1]
-    assert "silence" in result.stderr.strip().splitlines()[-1]
+    assert "1.2.0: imported but rejected" in one_error_line(result)  # no log line before it
+    assert "silence" in one_error_line(result)
     assert os.readlink(staged / VOICE / "current") == "1.1.0"
     assert os.readlink(staged / VOICE / "previous") == "1.0.0"
     assert verify_bundle(staged / VOICE / "1.2.0").version == "1.2.0"
