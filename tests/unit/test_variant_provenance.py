@@ -172,8 +172,12 @@ def test_a_damaged_fp32_while_int8_serves_is_reported(bundle: Path) -> None:
     flipped[len(data) // 2] ^= 0x55
     (bundle / FP32).write_bytes(bytes(flipped))
     settle(bundle)
+    found = len(events.items)  # a sha256 finding from before the cut is not this one
     assert reload(library) == ["unchanged"]
-    events.wait_for_event(lambda e: e["event"] == "model_damaged" and "sha256" in e["reason"])
+    later = events.wait_for_event(
+        lambda e: e["event"] == "model_damaged" and "sha256" in e["reason"]
+        and events.items.index(e) >= found)
+    assert later["files"] == [FP32]
     assert "sha256" in health_of(library)[1][0]
     (bundle / FP32).write_bytes(data)  # repaired
     settle(bundle)
