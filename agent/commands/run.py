@@ -43,7 +43,6 @@ def run(args: argparse.Namespace) -> int:
     except ClientConfigError as exc:
         raise CommandError(str(exc), status=USAGE) from None
     from agent.daemon.state import StateInUse, claim_state
-
     try:  # before any voice loads: a second agent on this device's state is one line
         state = claim_state(settings)
     except StateInUse as exc:

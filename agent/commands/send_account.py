@@ -74,7 +74,8 @@ class Account:
     """:attr:`not_online` members that came back during the wait (their presence says online,
     or an event for the command came from them): waited for as the expected ones are."""
     online_only: bool = False
-    """True (``--online-only``): :attr:`not_online` members do not make the status 3."""
+    """True (``--online-only``): :attr:`not_online` members do not make the status 3 (without
+    it, only those not cleanly stopped do: :meth:`missing`)."""
     silent_when_sent: set[str] = field(default_factory=set)
     """Expected devices whose last health report was already stale (``fleet``'s ``silent``)."""
     incomplete: str | None = None
@@ -125,13 +126,19 @@ class Account:
         return {d: s for d, s in self.not_online.items()
                 if d not in self.finals and d not in self.returned}
 
+    def missing(self) -> list[str]:
+        """:meth:`absent` members that make the status 3: not those cleanly ``stopped`` (taken
+        out of service on purpose), only those ``offline`` (their Last Will: they died) or
+        ``unknown``."""
+        return sorted(d for d, s in self.absent().items() if s != "stopped")
+
     def failed(self) -> list[str]:
         return sorted(d for d, e in self.finals.items() if not succeeded(e))
 
     def status(self) -> int:
         if self.conflicts:
             return CONFLICT
-        if self.silent() or self.incomplete or (self.absent() and not self.online_only):
+        if self.silent() or self.incomplete or (self.missing() and not self.online_only):
             return NO_ANSWER
         everyone = [*self.finals.values(), *self.extra.values()]
         return OK if all(succeeded(e) for e in everyone) else FAILED
