@@ -190,24 +190,27 @@ def test_send_wait_outlasts_its_timeout_while_a_long_announcement_plays(
 
 
 @pytest.mark.alsa
+@pytest.mark.parametrize("target", [["--device", "t1"], ["--group", "lobby"]],
+                         ids=["device", "group"])
 def test_send_wait_with_a_timeout_of_the_default_progress_interval_outlasts_the_gaps(
-        mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Path) -> None:
+        mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Path, target: list[str]) -> None:
     """#28 item 17: ``--timeout`` equal to the agents' default ``mqtt.progress_interval_s``.
     The gap between two ``progress`` events is a little more than the interval, so a wait of
-    exactly ``--timeout`` ended between them (exit 3 while the device still spoke); the agent's
-    ``accepted`` now names its interval and ``send`` waits at least twice that."""
+    exactly ``--timeout`` ended between them (exit 3 while the device still spoke; for a group,
+    ``no answer``); the agent's ``accepted`` now names its interval and ``send`` (one device, and
+    the group's account) waits at least twice that."""
     interval = MqttSettings.model_fields["progress_interval_s"].default
     sink = FifoSink(tmp_path / "speaker.fifo")  # holds the audio back until released
     settings: Settings = agent_settings(
         mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent",
-        mqtt={"progress_interval_s": interval},  # the tests' default is an hour
+        mqtt={"progress_interval_s": interval, "groups": ["lobby"]},  # tests' default: an hour
         audio={"device": f"file:'{sink.path}',raw", "device_timeout_s": 120})
     events = DEV.events
     try:
         with running_agent(settings), Recorder(mqtt_broker.settings(),
                                                [events.as_filter()], "watch") as watch:
             controller = subprocess.Popen(
-                [*AGENT, "send", "--device", "t1", "speak", LONG_TEXT, "--id", "long-5",
+                [*AGENT, "send", *target, "speak", LONG_TEXT, "--id", "long-5",
                  "--wait", "--progress", "--timeout", f"{interval:g}"],
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                 env=agent_env(settings))
@@ -226,5 +229,7 @@ def test_send_wait_with_a_timeout_of_the_default_progress_interval_outlasts_the_
     printed = [json.loads(line) for line in out.splitlines()]
     assert printed[0]["event"] == "accepted"
     assert printed[0]["progress_interval_s"] == interval
-    assert printed[-1]["event"] == "finished" and err == ""
+    assert printed[-1]["event"] == "finished", err
+    assert err == "" if target[0] == "--device" else err.startswith(
+        "tts-agent send: group lobby: 1 expected (online), 1 answered: 1 succeeded"), err
     assert [e["event"] for e in printed].count("progress") >= 2
