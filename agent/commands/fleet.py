@@ -2,8 +2,9 @@
 
 Collects the retained messages through :class:`agent.mqtt.fleet_view.FleetView` until none came
 for ``--settle`` seconds and prints one line per device; ``--watch`` keeps following, ``--probe``
-pings the fleet where the broker gives wildcards no retained messages. Exit status 0 printed, 2
-bad options, 3 no broker. Usage: docs/cli.md; design: docs/internals.md#tts-agent-fleet.
+pings the fleet where the broker gives wildcards no retained messages; ``fleet forget ID``
+retires devices (:mod:`agent.commands.fleet_forget`). Exit status 0 printed, 2 bad options, 3
+no broker. Usage: docs/cli.md; design: docs/internals.md#tts-agent-fleet.
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--help", action="help", default=argparse.SUPPRESS,
                         help="show this help and exit")
     add_config_argument(parser)
+    parser.add_argument("action", nargs="*", metavar="forget ID",
+                        help="forget ID [ID ...]: retire stopped devices, clearing their "
+                             "retained status and health (refused for a device online)")
     parser.add_argument("--group", help="only the devices in this group")
     parser.add_argument("--state", action="append", choices=_STATES,
                         help="only devices in this state (repeatable)")
@@ -83,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
     interval = settings.health.interval_s if args.interval is None else _positive(
         args.interval, "--interval", 86_400.0)
     mqtt = connection_settings(args, settings.mqtt)
+    if args.action:
+        return _forget(args, mqtt, settle)
     view = FleetView(Namespace(mqtt.topic_prefix), default_interval_s=interval)
     filters = [*view.filters(), *([] if args.probe == "never" else [view.namespace.all_events()])]
     try:
@@ -104,6 +110,18 @@ def run(args: argparse.Namespace) -> int:
         return 0
     finally:
         client.close(timeout=2)
+
+
+def _forget(args: argparse.Namespace, mqtt: Any, settle: float) -> int:
+    from agent.commands.fleet_forget import forget
+
+    verb, ids = args.action[0], args.action[1:]
+    if verb != "forget" or not ids:
+        raise CommandError("fleet takes no argument but 'forget ID [ID ...]' (got "
+                           f"{shown(' '.join(args.action))!r})", status=USAGE)
+    if args.watch or args.group or args.state:
+        raise CommandError("fleet forget takes no --watch, --group or --state", status=USAGE)
+    return forget(mqtt, ids, settle, as_json=args.json)
 
 
 def select(rows: list[DeviceRow], group: str | None, states: list[str] | None) -> list[DeviceRow]:

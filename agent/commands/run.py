@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from agent.commands import USAGE, CommandError, add_config_argument, settings_from_args
+from agent.commands import CONFLICT, USAGE, CommandError, add_config_argument, settings_from_args
 
 PRELOAD_JOIN_S = 120.0
 """Longest wait for the default voice's load to end when the daemon cannot start (s)."""
@@ -42,6 +42,11 @@ def run(args: argparse.Namespace) -> int:
         check_files(settings.mqtt)
     except ClientConfigError as exc:
         raise CommandError(str(exc), status=USAGE) from None
+    from agent.daemon.state import StateInUse, claim_state
+    try:  # before any voice loads: a second agent on this device's state is one line
+        state = claim_state(settings)
+    except StateInUse as exc:
+        raise CommandError(str(exc), status=CONFLICT) from None
     # The default voice starts loading now, on a helper thread: onnxruntime builds its session
     # without the GIL while this thread imports the rest of the daemon (MQTT, audio, health).
     profile = profile_or_reason(settings)
@@ -57,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
         return load_settings(config)
 
     try:
-        service = AgentService(settings, voices=voices, profile=profile, preloading=preloading)
+        service = AgentService(settings, voices=voices, profile=profile, preloading=preloading,
+                               state=state)
     except BaseException as exc:
         # Never leave the interpreter while onnxruntime builds the session on the preload
         # thread: its teardown under that thread aborts the process.

@@ -106,8 +106,8 @@ def _common(parser: argparse.ArgumentParser, *, top: bool) -> None:
     _option(parser, "--probe", top=top, choices=PROBES, default="auto",
             help="--group/--all --wait: " + PROBE_HELP)
     _option(parser, "--online-only", top=top, action="store_true", default=False,
-            help="--group/--all --wait: members stopped or offline when sent are named but "
-                 "do not make the exit status 3")
+            help="--group/--all --wait: members offline (or unknown) when sent are named but "
+                 "do not make the exit status 3 (stopped ones never do)")
     _option(parser, "--id", top=top, dest="request_id", help="request id (default: generated)")
     _connection(parser, top=top)
     if not top:

@@ -17,7 +17,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agent.commands import CONFLICT, FAILED, NO_ANSWER, OK, CommandError, shown
-from agent.commands.send_wait import CONFLICT_GRACE_S, conflict_line, event_for, succeeded
+from agent.commands.send_wait import (
+    CONFLICT_GRACE_S,
+    conflict_line,
+    event_for,
+    silence_for,
+    succeeded,
+)
 from agent.outcomes import Outcome
 
 if TYPE_CHECKING:
@@ -68,7 +74,8 @@ class Account:
     """:attr:`not_online` members that came back during the wait (their presence says online,
     or an event for the command came from them): waited for as the expected ones are."""
     online_only: bool = False
-    """True (``--online-only``): :attr:`not_online` members do not make the status 3."""
+    """True (``--online-only``): :attr:`not_online` members do not make the status 3 (without
+    it, only those not cleanly stopped do: :meth:`missing`)."""
     silent_when_sent: set[str] = field(default_factory=set)
     """Expected devices whose last health report was already stale (``fleet``'s ``silent``)."""
     incomplete: str | None = None
@@ -76,16 +83,23 @@ class Account:
     deadline: dict[str, float] = field(default_factory=dict)
     linger_until: float | None = None
     """When everyone answered: until when a second instance's answer is waited for."""
+    silences: dict[str, float] = field(default_factory=dict)
+    """Devices whose ``accepted`` named a progress interval: the silence waited for each."""
     conflicts: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     """Devices that answered from more than one agent instance: every final, by device."""
 
     def start(self, now: float) -> None:
         self.deadline = dict.fromkeys(self.expected, now + self.timeout)
 
-    def heard(self, device: str, now: float) -> None:
+    def heard(self, device: str, now: float, event: dict[str, Any] | None = None) -> None:
+        """An event of ``device``: its silence starts again (at least twice the progress
+        interval its ``accepted`` names: :func:`~agent.commands.send_wait.silence_for`)."""
         self.come_back(device, now)
+        silence = self.silences.get(device, self.timeout)
+        if event is not None:
+            silence = self.silences[device] = silence_for(event, silence)
         if device in self.deadline:
-            self.deadline[device] = now + self.timeout
+            self.deadline[device] = now + silence
 
     def come_back(self, device: str, now: float) -> None:
         """A :attr:`not_online` member is back: wait for it from now on."""
@@ -112,13 +126,19 @@ class Account:
         return {d: s for d, s in self.not_online.items()
                 if d not in self.finals and d not in self.returned}
 
+    def missing(self) -> list[str]:
+        """:meth:`absent` members that make the status 3: not those cleanly ``stopped`` (taken
+        out of service on purpose), only those ``offline`` (their Last Will: they died) or
+        ``unknown``."""
+        return sorted(d for d, s in self.absent().items() if s != "stopped")
+
     def failed(self) -> list[str]:
         return sorted(d for d, e in self.finals.items() if not succeeded(e))
 
     def status(self) -> int:
         if self.conflicts:
             return CONFLICT
-        if self.silent() or self.incomplete or (self.absent() and not self.online_only):
+        if self.silent() or self.incomplete or (self.missing() and not self.online_only):
             return NO_ANSWER
         everyone = [*self.finals.values(), *self.extra.values()]
         return OK if all(succeeded(e) for e in everyone) else FAILED
@@ -173,8 +193,8 @@ def await_account(inbox: Inbox, request_id: str, timeout: float, *,
             continue
         device = str(event.get("device", "?"))
         now = time.monotonic()
-        account.heard(device, now)
-        quiet_until = now + timeout
+        account.heard(device, now, event)
+        quiet_until = now + account.silences.get(device, timeout)
         if not event.get("final"):
             if progress:
                 print(json.dumps(event), flush=True)

@@ -1,8 +1,9 @@
 """``tts-agent send --wait``: wait for a command's final event and print it.
 
 ``--timeout`` bounds the *silence*, not the length of the speech (an open request's ``progress``
-events keep the wait alive). Over MQTT 5 the final event comes on a private Response Topic, over
-3.1.1 from the events topic by id. A helper of :mod:`agent.commands.send`, no sub-command of its
+events keep the wait alive; it lasts at least twice the progress interval ``accepted`` names).
+Over MQTT 5 the final event comes on a private Response Topic, over 3.1.1 from the events topic
+by id. A helper of :mod:`agent.commands.send`, no sub-command of its
 own. Design: docs/internals.md#waiting-for-the-answer.
 """
 
@@ -23,12 +24,17 @@ if TYPE_CHECKING:
     from agent.mqtt.topics import Topic
 
 __all__ = ["CONFLICT_GRACE_S", "NO_ANSWER", "SUCCESS_EVENTS", "await_final", "conflict_line",
-           "event_for", "register", "succeeded"]
+           "event_for", "register", "silence_for", "succeeded"]
 
 MAX_EVENT_BYTES = 1 << 20
 """The largest event read (bounded JSON: :mod:`agent.jsonbound`); an agent's are a few KB."""
 SUCCESS_EVENTS = SUCCESS
 """Final events that make the exit status 0 (:data:`agent.outcomes.SUCCESS`); any other is 1."""
+HEARTBEATS = 2
+"""The next event is waited for at least this many of the progress intervals a device's
+``accepted`` names (``progress_interval_s``), whatever ``--timeout`` says."""
+MAX_INTERVAL_S = 3600.0
+"""The largest progress interval believed (``mqtt.progress_interval_s``'s bound)."""
 CONFLICT_GRACE_S = 0.5
 """After one device's final event, how long a second one from another agent instance with the
 same device id is waited for (its final for the same request): a conflict, exit status 4."""
@@ -45,6 +51,7 @@ def await_final(inbox: queue.Queue[InboundMessage], request_id: str, timeout: fl
     until ``timeout`` seconds pass without any; the exit status (see the module docstring)."""
     finals: list[dict[str, Any]] = []
     last: str | None = None
+    silence = timeout  # longer once an ``accepted`` names a longer progress interval
     deadline = time.monotonic() + timeout
     lingering = False
     while True:
@@ -58,8 +65,9 @@ def await_final(inbox: queue.Queue[InboundMessage], request_id: str, timeout: fl
         event = event_for(message, request_id, reply, correlation)
         if event is None:
             continue
+        silence = silence_for(event, silence)
         if not lingering:
-            deadline = time.monotonic() + timeout  # a sign of life: the silence starts again
+            deadline = time.monotonic() + silence  # a sign of life: the silence starts again
         last = str(event.get("event"))
         if not event.get("final"):
             if progress:
@@ -76,7 +84,7 @@ def await_final(inbox: queue.Queue[InboundMessage], request_id: str, timeout: fl
             lingering, deadline = True, time.monotonic() + min(timeout, CONFLICT_GRACE_S)
     if not finals:
         after = f" after '{shown(last)}'" if last is not None else ""
-        raise CommandError(f"no answer to {request_id}: no event for {timeout:g} s{after} "
+        raise CommandError(f"no answer to {request_id}: no event for {silence:g} s{after} "
                            "(--timeout)", status=NO_ANSWER)
     if single and len(finals) > 1:
         print(f"tts-agent send: {conflict_line(finals)}", file=sys.stderr, flush=True)
@@ -115,6 +123,19 @@ def event_for(message: InboundMessage, request_id: str, reply: Topic | None,
     if reply is not None and message.topic == reply and message.correlation_data != correlation:
         return None
     return event
+
+
+def silence_for(event: dict[str, Any], silence: float) -> float:
+    """How long to wait for the next event after ``event``: ``silence`` (``--timeout``, or
+    what an earlier event made it), at least :data:`HEARTBEATS` progress intervals of the
+    device when ``event`` names its interval (an ``accepted``): a ``--timeout`` at or under
+    the interval would end the wait between two ``progress`` events of a long announcement."""
+    interval = event.get("progress_interval_s")
+    if isinstance(interval, bool) or not isinstance(interval, (int, float)):
+        return silence
+    if not 0 < interval <= MAX_INTERVAL_S:
+        return silence
+    return max(silence, HEARTBEATS * float(interval))
 
 
 def succeeded(event: dict[str, Any]) -> bool:

@@ -23,6 +23,7 @@ from agent.daemon.addons import AddonSet
 from agent.daemon.health import add_sections, watch_workers
 from agent.daemon.instance import InstanceWatch
 from agent.daemon.reload import reload_all, reload_command, reload_settings
+from agent.daemon.state import DeviceState, claim_state
 from agent.daemon.status import ping_status, presence
 from agent.daemon.volume_state import VolumeStore
 from agent.hardware.effective import profile_or_reason
@@ -79,12 +80,16 @@ class AgentService:
     ``notifier`` talks to systemd; by default it is taken from ``$NOTIFY_SOCKET`` (and the
     variables are removed from the environment so that child processes cannot notify in our
     name). ``preloading``: the ``voices.preload()`` thread, which :meth:`start` waits for.
+    ``state``: this device's state, claimed (:func:`agent.daemon.state.claim_state`), or claimed
+    here.
     """
 
     def __init__(self, settings: Settings, *, voices: VoiceLibrary | None = None,
                  player: AudioPlayer | None = None, notifier: Notifier | None = None,
                  profile: tuple[EffectiveProfile | None, str | None] | None = None,
-                 preloading: threading.Thread | None = None) -> None:
+                 preloading: threading.Thread | None = None,
+                 state: DeviceState | None = None) -> None:
+        self.state = state or claim_state(settings)  # raises StateInUse: another agent has it
         self.settings = settings
         self.preloading = preloading
         self.started_at = time.monotonic()
@@ -297,6 +302,7 @@ class AgentService:
         for request_id in self.tracker.open_ids():
             self.tracker.finish(request_id, Outcome.INTERRUPTED, reason="agent stopping")
         self.journal.close()
+        self.state.release()
         self.reporter.stop(_JOIN_S)
         if self.client is not None:
             self.client.close(_JOIN_S, final=self.publisher.presence_message(

@@ -268,7 +268,8 @@ class Dispatcher:
             opened = self.tracker.open(request.id, request.name, reply=request.reply,
                                        hermes=request.hermes, subject=job,
                                        voice=admitted.voice, priority=command.priority,
-                                       pending=pending)
+                                       pending=pending,
+                                       progress_interval_s=self.progress_interval_s)
         except OpenRefused as exc:
             self._done(request, Outcome.REJECTED, reason=str(exc))
             return

@@ -23,18 +23,8 @@ if TYPE_CHECKING:
     from agent.mqtt.client import InboundMessage, MqttClient
     from agent.mqtt.topics import Namespace, TopicFilter
 
-__all__ = [
-    "DEFAULT_SETTLE_S",
-    "MAX_DEVICES",
-    "MAX_MESSAGE_BYTES",
-    "SILENT_INTERVALS",
-    "STATES",
-    "DeviceRecord",
-    "DeviceRow",
-    "FleetView",
-    "read_fleet",
-    "read_limit",
-]
+__all__ = ["DEFAULT_SETTLE_S", "MAX_DEVICES", "MAX_MESSAGE_BYTES", "SILENT_INTERVALS", "STATES",
+           "DeviceRecord", "DeviceRow", "FleetView", "read_fleet", "read_limit"]
 
 MAX_DEVICES = 100_000
 """Devices tracked at most; messages about more are counted, not kept."""
@@ -46,7 +36,7 @@ DEFAULT_SETTLE_S = 1.0
 """How long the retained messages are collected when no more come (``--settle``)."""
 MAX_TEXT = 200
 """Longest string kept from a message (a device id, a version, an error)."""
-STATES = ("online", "conflict", "silent", "stopped", "offline", "unknown")
+STATES = ("online", "conflict", "silent", "stopped", "offline", "unknown")  # State's words
 PROBES = ("auto", "always", "never")
 """When :func:`read_fleet` pings the fleet: no device in the retained topics, always, never."""
 
@@ -58,8 +48,7 @@ def _text(value: Any) -> str | None:
 
 
 def _number(value: Any) -> float | None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    return float(value) if ok else None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 @dataclass(slots=True)
@@ -94,6 +83,7 @@ class DeviceRow:
     voice: str | None
     version: str | None
     health: str | None
+    """As the report says; ``stale`` when the device is stopped, offline or silent."""
     queue: int | None
     pending: int | None
     last_error: str | None
@@ -296,8 +286,10 @@ class FleetView:
             state = "silent" if stale else "conflict" if record.conflict else "online"
         else:
             state = "silent" if stale else "unknown"
+        gone = record.health is not None and state in ("stopped", "offline", "silent")
         return DeviceRow(record.device, state, record.groups, record.voice, record.version,
-                         record.health, record.queue, record.pending, record.last_error, age)
+                         "stale" if gone else record.health,  # the report of an agent gone
+                         record.queue, record.pending, record.last_error, age)
 
     def counts(self) -> dict[str, int]:
         """What was not kept: ``over_cap``, ``oversize``, ``invalid`` messages."""

@@ -332,6 +332,10 @@ class CommandEvent(EventBase):
     replayed: bool | None = Field(
         default=None, description="True on the events of a request queued again from the "
         "request journal after a restart (mqtt.journal.replay).")
+    progress_interval_s: float | None = Field(
+        default=None, description="In `accepted`: the device's `mqtt.progress_interval_s`, the "
+        "longest an open speak request goes without an event (`send --wait` waits at least "
+        "twice that for the next one).")
     journaled: bool | None = Field(
         default=None, description="False in an `accepted` whose request the request journal "
         "could not write (health `degraded`): it is served, but not answered after a crash.")

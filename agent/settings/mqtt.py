@@ -40,7 +40,8 @@ class JournalSettings(Section):
         default=True, description="Keep accepted, unfinished speak requests on disk, so that each "
         "gets its final event after a crash (`failed`, `agent restarted`, unless replayed).")
     file: AbsPath | None = Field(
-        default=None, description="The journal file; default <cache.dir>/requests.journal.")
+        default=None, description="The journal file; default "
+        "<cache.dir>/devices/<device_id>/requests.journal.")
     replay: bool = Field(
         default=False, description="After a crash, play again each journalled request that had "
         "not begun and has not expired (the text is then kept in the journal).")

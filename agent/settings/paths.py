@@ -4,7 +4,8 @@ Every path setting is made absolute once, when the settings are read. ``models.d
 ``cache.dir`` default to the checkout's ``models/`` and ``.cache/tts-agent/`` when the agent runs
 from a source tree, else to the system's places (``/var/lib/tts-agent/models``,
 ``$CACHE_DIRECTORY`` ...). The rules: docs/internals.md#default-paths (and
-docs/operations.md#checking-a-configuration).
+docs/operations.md#checking-a-configuration). A device's own state is in
+``<cache.dir>/devices/<device_id>/`` (:func:`device_state_dir`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ __all__ = [
     "checkout_root",
     "default_cache_dir",
     "default_model_dir",
+    "device_state_dir",
     "path_rule",
 ]
 
@@ -97,6 +99,17 @@ def default_cache_dir() -> Path:
     xdg = os.environ.get("XDG_CACHE_HOME")
     base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
     return absolute(base / "tts-agent")
+
+
+DEVICES_SUBDIR = "devices"
+"""Below ``cache.dir``: one directory per device id, its own state (the request journal)."""
+
+
+def device_state_dir(cache_dir: Path, device_id: str) -> Path:
+    """Where the state of device ``device_id`` lives: ``<cache.dir>/devices/<device_id>``, so
+    that agents side by side on one ``cache.dir`` (one checkout) never share it. The device
+    id's pattern (``NAME_PATTERN``: no ``/``, never ``.`` or ``..``) makes it one level."""
+    return cache_dir / DEVICES_SUBDIR / device_id
 
 
 def path_rule() -> str:

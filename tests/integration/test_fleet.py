@@ -126,6 +126,9 @@ def test_fleet_lists_devices_from_retained_topics(fleet: Settings) -> None:
     assert rows["lobby-2"][1:3] == ["stopped", "lobby,hall"]
     assert rows["hall-1"][1:3] == ["offline", "hall"]  # the Last Will keeps the groups
     assert rows["old-1"][1] == "silent"
+    health = {device: row[6] for device, row in rows.items()}  # the HEALTH column
+    assert health["lobby-1"] in ("ok", "degraded"), result.stdout
+    assert health["lobby-2"] == health["hall-1"] == health["old-1"] == "stale", result.stdout
 
 
 def test_fleet_filters_and_json(fleet: Settings) -> None:
@@ -301,27 +304,47 @@ def test_group_speak_with_a_member_stopped_names_it(lobby: Settings, mqtt_broker
     assert "tts-agent send: no answer: lobby-3" in lines, result.stderr
 
 
-def test_group_speak_with_a_member_stopped_cleanly_exits_3_and_names_it(
+def test_a_member_stopped_cleanly_is_named_not_failed_and_fleet_forget_retires_it(
         lobby: Settings, mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Path) -> None:
-    """A member whose retained status says stopped did not finish: exit 3 without waiting
-    for it, named in the summary; --online-only names it but leaves the status 0."""
+    """#28 item 8. A member whose retained status says stopped is named in the summary but does
+    not make the exit status 3 (it was 3 until its retained messages were deleted by hand);
+    ``fleet`` shows its health ``stale``; ``fleet forget`` clears its retained status and health
+    (refused for an online device, exit 2 for a bad id), after which it is neither listed nor
+    named."""
     member = settings_for(mqtt_broker, tiny_voice_dir.parent, tmp_path, "lobby-3", "lobby")
     with daemon(member, tmp_path / "lobby-3.log") as process:
         wait_state(mqtt_broker, "lobby-3", "online")
+        wait_health(mqtt_broker, "lobby-3")
         process.send_signal(signal.SIGTERM)
         process.wait(60)
     wait_state(mqtt_broker, "lobby-3", "stopped")
     result = tts("send", "--group", "lobby", "speak", "Doors closing.", "--wait",
                  "--timeout", "600", settings=lobby)
-    assert result.returncode == 3, result.stderr
+    assert result.returncode == 0, result.stderr
     assert sorted(json.loads(line)["device"] for line in result.stdout.splitlines()) == [
         "lobby-1", "lobby-2"]
     assert "tts-agent send: not online when sent: lobby-3 (stopped)" in \
         result.stderr.splitlines(), result.stderr
-    result = tts("send", "--group", "lobby", "ping", "--wait", "--online-only",
-                 "--timeout", "600", settings=lobby)
+    listed = json.loads(tts("fleet", "--json", settings=lobby).stdout)["devices"]
+    stopped = next(d for d in listed if d["device"] == "lobby-3")
+    assert (stopped["state"], stopped["health"]) == ("stopped", "stale"), stopped
+
+    bad = tts("fleet", "forget", "no/such", settings=lobby)
+    assert bad.returncode == 2 and len(bad.stderr.splitlines()) == 1, bad.stderr
+    running = tts("fleet", "forget", "lobby-1", "lobby-3", settings=lobby)
+    assert running.returncode == 1, running.stderr
+    assert "not forgotten: lobby-1 online" in running.stderr and running.stdout == ""
+    forgot = tts("fleet", "forget", "lobby-3", settings=lobby)
+    assert forgot.returncode == 0, forgot.stderr
+    assert forgot.stdout.splitlines() == [
+        "forgot lobby-3: tts/lobby-3/status (stopped), tts/lobby-3/health"], forgot.stdout
+    listed = json.loads(tts("fleet", "--json", settings=lobby).stdout)["devices"]
+    assert {d["device"] for d in listed} >= {"lobby-1", "lobby-2"}
+    assert "lobby-3" not in {d["device"] for d in listed}
+    result = tts("send", "--group", "lobby", "ping", "--wait", "--timeout", "600",
+                 settings=lobby)
     assert result.returncode == 0, result.stderr
-    assert "not online when sent: lobby-3 (stopped)" in result.stderr
+    assert "lobby-3" not in result.stderr, result.stderr
 
 
 def test_a_member_whose_last_will_comes_during_the_wait_is_not_waited_for(

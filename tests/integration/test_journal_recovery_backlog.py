@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.mqtt.journal import JOURNAL_NAME
+from agent.mqtt.journal import RequestJournal
 from agent.mqtt.journal_records import JournalEntry, parse
 from agent.mqtt.publisher import ReplyRoute
 from agent.mqtt.topics import Namespace, Topic
@@ -29,7 +29,7 @@ WAIT_S = 30.0  # generous bound for the last final once the agent runs; never as
 def test_every_journalled_request_is_answered_even_past_the_client_queue(
         mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Path) -> None:
     settings = agent_settings(mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent")
-    journal = settings.cache.dir / JOURNAL_NAME
+    journal = RequestJournal.for_settings(settings).path  # <cache.dir>/devices/t1/
     journal.parent.mkdir(parents=True, exist_ok=True)
     ids = [f"left-{index}" for index in range(LEFT)]
     journal.write_bytes(b"".join(

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from agent.mqtt.journal import JOURNAL_NAME
+from agent.mqtt.journal import JOURNAL_NAME, RequestJournal
 from agent.mqtt.topics import Namespace
 from agent.settings import Settings
 from tests.support import stall_voice
@@ -79,7 +79,7 @@ def finals_for(rec: Recorder, request_id: str) -> list[dict[str, Any]]:
 def test_a_directory_where_the_journal_should_be_is_stated_and_recovered_from(
         mqtt_broker: Broker, rec: Recorder, tmp_path: Path) -> None:
     settings = settings_for(mqtt_broker, tmp_path)
-    path = settings.cache.dir / JOURNAL_NAME
+    path = RequestJournal.for_settings(settings).path  # <cache.dir>/devices/t1/
     with daemon(settings, tmp_path / "first.log") as agent:
         wait_online(rec, 1)
         hang = speak(rec, "hang", speed=stall_voice.HANG_SPEED)  # holds synthesis for good

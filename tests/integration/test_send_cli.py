@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from agent.mqtt.topics import Namespace
-from agent.settings import Settings
+from agent.settings import MqttSettings, Settings
 from tests.support.alsa_sink import FifoSink
 from tests.support.broker import (
     Broker,
@@ -187,3 +187,49 @@ def test_send_wait_outlasts_its_timeout_while_a_long_announcement_plays(
     assert {e["id"] for e in printed} == {"long-1"}
     assert err == ""
     assert len(sink.finish()) > 0
+
+
+@pytest.mark.alsa
+@pytest.mark.parametrize("target", [["--device", "t1"], ["--group", "lobby"]],
+                         ids=["device", "group"])
+def test_send_wait_with_a_timeout_of_the_default_progress_interval_outlasts_the_gaps(
+        mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Path, target: list[str]) -> None:
+    """#28 item 17: ``--timeout`` equal to the agents' default ``mqtt.progress_interval_s``.
+    The gap between two ``progress`` events is a little more than the interval, so a wait of
+    exactly ``--timeout`` ended between them (exit 3 while the device still spoke; for a group,
+    ``no answer``); the agent's ``accepted`` now names its interval and ``send`` (one device, and
+    the group's account) waits at least twice that."""
+    interval = MqttSettings.model_fields["progress_interval_s"].default
+    sink = FifoSink(tmp_path / "speaker.fifo")  # holds the audio back until released
+    settings: Settings = agent_settings(
+        mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent",
+        mqtt={"progress_interval_s": interval, "groups": ["lobby"]},  # tests' default: an hour
+        audio={"device": f"file:'{sink.path}',raw", "device_timeout_s": 120})
+    events = DEV.events
+    try:
+        with running_agent(settings), Recorder(mqtt_broker.settings(),
+                                               [events.as_filter()], "watch") as watch:
+            controller = subprocess.Popen(
+                [*AGENT, "send", *target, "speak", LONG_TEXT, "--id", "long-5",
+                 "--wait", "--progress", "--timeout", f"{interval:g}"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                env=agent_env(settings))
+            try:
+                def playing(count: int) -> bool:
+                    return sum(1 for e in watch.json_on(events) if e["id"] == "long-5"
+                               and e["event"] == "progress" and e["state"] == "playing") >= count
+                watch.wait_for(lambda _: playing(2), timeout=90)
+                assert controller.poll() is None, controller.communicate()  # still waiting
+            finally:
+                sink.release()  # the device plays the rest
+            out, err = controller.communicate(timeout=60)
+    finally:
+        sink.release()
+    assert controller.returncode == 0, err
+    printed = [json.loads(line) for line in out.splitlines()]
+    assert printed[0]["event"] == "accepted"
+    assert printed[0]["progress_interval_s"] == interval
+    assert printed[-1]["event"] == "finished", err
+    assert err == "" if target[0] == "--device" else err.startswith(
+        "tts-agent send: group lobby: 1 expected (online), 1 answered: 1 succeeded"), err
+    assert [e["event"] for e in printed].count("progress") >= 2

@@ -171,7 +171,9 @@ def test_a_member_back_online_is_waited_for_and_counted() -> None:
                                "2 succeeded, 0 failed, 0 no answer")
     assert "answered after not online when sent: b (offline when sent; finished)" in lines
     assert lines[-1] == "not online when sent: c (stopped)"
-    assert account.status() == 3
+    assert account.status() == 0  # c was stopped cleanly: named, not failed (#28 item 8)
+    account.not_online["d"] = "offline"  # its Last Will: it did not finish
+    assert account.missing() == ["d"] and account.status() == 3
     account.online_only = True
     assert account.status() == 0
 
