@@ -57,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
         return load_settings(config)
 
     try:
-        service = AgentService(settings, voices=voices, profile=profile, preloading=preloading)
+        service = AgentService(settings, voices=voices, profile=profile, preloading=preloading,
+                               load_settings=reread)
     except BaseException as exc:
         # Never leave the interpreter while onnxruntime builds the session on the preload
         # thread: its teardown under that thread aborts the process.

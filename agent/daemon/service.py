@@ -22,7 +22,7 @@ from agent.audio.player import AudioPlayer
 from agent.daemon.addons import AddonSet
 from agent.daemon.health import add_sections, watch_workers
 from agent.daemon.instance import InstanceWatch
-from agent.daemon.reload import reload_all, reload_command, reload_settings
+from agent.daemon.reload import SettingsCheck, reload_all, reload_command, reload_settings
 from agent.daemon.status import ping_status, presence
 from agent.hardware.effective import profile_or_reason
 from agent.health.liveness import Liveness, Watchdog
@@ -78,13 +78,16 @@ class AgentService:
     ``notifier`` talks to systemd; by default it is taken from ``$NOTIFY_SOCKET`` (and the
     variables are removed from the environment so that child processes cannot notify in our
     name). ``preloading``: the ``voices.preload()`` thread, which :meth:`start` waits for.
+    ``load_settings`` reads the settings file again: the ``reload`` command checks it.
     """
 
     def __init__(self, settings: Settings, *, voices: VoiceLibrary | None = None,
                  player: AudioPlayer | None = None, notifier: Notifier | None = None,
                  profile: tuple[EffectiveProfile | None, str | None] | None = None,
-                 preloading: threading.Thread | None = None) -> None:
+                 preloading: threading.Thread | None = None,
+                 load_settings: Callable[[], Settings] | None = None) -> None:
         self.settings = settings
+        self.settings_check = SettingsCheck(load_settings)
         self.preloading = preloading
         self.started_at = time.monotonic()
         self.topics = Namespace(settings.mqtt.topic_prefix).device(settings.device_id)
@@ -119,6 +122,7 @@ class AgentService:
         self.addons = AddonSet(self)
         add_sections(self.health, self)
         self.health.add_provider("instance", self.instance.section)
+        self.health.add_provider("settings", self.settings_check.section)
 
     def _build_library(self, voices: VoiceLibrary | None) -> None:
         """The voice library (reporting its model events here) and its model watcher."""
@@ -252,6 +256,7 @@ class AgentService:
         change = None
         if load_settings is not None:
             self.settings, change = reload_settings(self.settings, load_settings)
+            self.settings_check.problem = change.problem
             self.addons.on_reload()
         report = reload_all(self.voices, change)
         self.reporter.request()
@@ -383,4 +388,5 @@ class AgentService:
 
     def _reload(self, command: ReloadCommand) -> list[str]:
         """Dispatch thread: the ``reload`` command (:func:`agent.daemon.reload.reload_command`)."""
-        return reload_command(self.voices, command, self.settings.models.default_voice)
+        return reload_command(self.voices, command, self.settings.models.default_voice,
+                              self.settings_check.check)
