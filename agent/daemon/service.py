@@ -387,6 +387,10 @@ class AgentService:
         return ping_status(self)
 
     def _reload(self, command: ReloadCommand) -> list[str]:
-        """Dispatch thread: the ``reload`` command (:func:`agent.daemon.reload.reload_command`)."""
-        return reload_command(self.voices, command, self.settings.models.default_voice,
-                              self.settings_check.check)
+        """Dispatch thread: the ``reload`` command (:func:`agent.daemon.reload.reload_command`),
+        then a fresh health report (the settings file's state may have changed)."""
+        try:
+            return reload_command(self.voices, command, self.settings.models.default_voice,
+                                  self.settings_check.check)
+        finally:
+            self.reporter.request()
