@@ -234,15 +234,18 @@ def _profile(settings: Settings) -> tuple[EffectiveProfile | None, Check]:
 
 
 def _served_variant(settings: Settings, profile: EffectiveProfile | None,
-                    variants: dict[str, Any]) -> str:
-    """The variant the agent loads (as :meth:`VoiceLibrary._variant_for` chooses it)."""
+                    manifest: dict[str, Any]) -> str:
+    """The variant the agent loads, chosen as the library chooses it
+    (:func:`agent.library.variants.choose_variant`: a stale int8 is not served)."""
+    from agent.library.variants import choose_variant
+
     if profile is not None:
         wanted = profile.runtime.model_variant
     else:
         wanted = "fp32" if settings.models.variant == "auto" else settings.models.variant
-    if wanted in variants or settings.models.variant != "auto" or not variants:
-        return str(wanted)
-    return "fp32" if "fp32" in variants else sorted(variants)[0]
+    if not manifest.get("variants"):
+        return str(wanted)  # the bundle's check says what is wrong
+    return choose_variant(manifest, wanted, auto=settings.models.variant == "auto").variant
 
 
 def _models(settings: Settings, profile: EffectiveProfile | None) -> list[Check]:
@@ -273,7 +276,7 @@ def _models(settings: Settings, profile: EffectiveProfile | None) -> list[Check]
         bundle_dir = resolve_bundle_dir(models / name)
         signed = TrustPolicy.from_files(settings.models.trusted_keys,  # over the raw bytes,
                                         settings.models.require_signature).check(bundle_dir)
-        variant = _served_variant(settings, profile, read_manifest(bundle_dir)["variants"])
+        variant = _served_variant(settings, profile, read_manifest(bundle_dir))
         bundle = verify_bundle(bundle_dir, variant)  # then parsed (bounded) and checked
         if signed is not None:
             signed.confirm(bundle)
@@ -318,6 +321,9 @@ def explain(settings: Settings, config: Path | None, checks: list[Check]) -> lis
              f"path defaults: {path_rule()} ({', '.join(given)})"]
     lines += [f"{'FAIL' if c.problem else 'ok  '}  {c.setting}: {c.problem or c.note}"
               for c in checks]
+    if settings.mqtt.enabled:  # its files are checked above, the connection is not
+        lines.append(f"-     mqtt: not checked; `tts-agent send ping` checks it (the broker "
+                     f"{settings.mqtt.host}:{settings.mqtt.port} is not contacted)")
     access = f"access checked as {_who()}"
     if os.geteuid() == 0:
         access += (", who reads every file: the unit's ExecStartPre runs check-config as the "

@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         service = AgentService(settings, voices=voices, profile=profile, preloading=preloading,
-                               state=state)
+                               state=state, load_settings=reread)
     except BaseException as exc:
         # Never leave the interpreter while onnxruntime builds the session on the preload
         # thread: its teardown under that thread aborts the process.

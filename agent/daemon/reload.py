@@ -10,6 +10,7 @@ What a reload applies: docs/internals.md#reloads.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,13 +23,14 @@ from agent.mqtt.dispatch import ReloadError
 from agent.voice.signature import SignatureError
 
 if TYPE_CHECKING:
+    from agent.health.report import SettingsSection
     from agent.library.lexicon import LexiconOutcome
     from agent.library.voices import ReloadResult, VoiceLibrary
     from agent.mqtt.protocol import ReloadCommand
     from agent.settings import Settings
 
 __all__ = ["LIVE_MQTT_FIELDS", "TRUST_FIELDS", "LexiconChange", "ReloadReport", "SettingsChange",
-           "reload_all", "reload_command", "reload_lexicon", "reload_settings"]
+           "SettingsCheck", "reload_all", "reload_command", "reload_lexicon", "reload_settings"]
 
 log = get_logger(__name__)
 
@@ -51,6 +53,9 @@ class SettingsChange:
     trust: tuple[tuple[Path, ...], bool] | None = None
     """``models.trusted_keys`` and ``require_signature`` as read (None: kept): applied at once
     (:meth:`~agent.library.voices.VoiceLibrary.retrust`, by :func:`reload_all`)."""
+    problem: str | None = None
+    """Of a file that could not be used: every problem on one line, naming the file without
+    its directory (health's ``settings`` section, :class:`SettingsCheck`)."""
 
     def line(self) -> str:
         """``log level info, restart needed for mqtt`` or ``settings kept (why)``."""
@@ -126,7 +131,8 @@ def reload_settings(current: Settings, load_settings: Callable[[], Settings],
     except Exception as exc:  # ConfigError, or anything a broken file provokes
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         log.error("settings_reload_failed", error=str(exc))
-        return current, SettingsChange(current.log.level, kept=first)
+        return current, SettingsChange(current.log.level, kept=first,
+                                       problem=_problem_line(exc))
     changed = [name for name in type(current).model_fields
                if getattr(new, name) != getattr(current, name)]
     if "log" in changed:
@@ -145,6 +151,48 @@ def reload_settings(current: Settings, load_settings: Callable[[], Settings],
     log.info("settings_reloaded", changed=changed, log_level=current.log.level)
     keys = (tuple(current.models.trusted_keys), current.models.require_signature)
     return current, SettingsChange(current.log.level, restart, trust=keys)
+
+
+_LOCAL_DIRS = re.compile(r"(?<![\w.~-])/(?:[^\s/:'\"(),;]+/)+(?=[^\s/:'\"(),;])")
+"""The directories of an absolute path in a message (``/etc/tts-agent/`` of
+``/etc/tts-agent/agent.toml``): left out of what goes over the network."""
+
+
+def _problem_line(exc: Exception) -> str:
+    """Every problem of a settings file that could not be used, on one line, each file named
+    without its directory, and what that means for the agent."""
+    problems = "; ".join(line for line in str(exc).splitlines() if line) or type(exc).__name__
+    return (f"{_LOCAL_DIRS.sub('', problems)} (the agent runs on the settings it read before "
+            "and would not start with this file)")
+
+
+class SettingsCheck:
+    """Whether the settings file would start the agent, as the last reload that read it found:
+    health's ``settings`` section (``degraded`` with the reason until a reload reads a good
+    file). ``load_settings`` reads the file (None: there is none to check)."""
+
+    def __init__(self, load_settings: Callable[[], Settings] | None = None) -> None:
+        self.load_settings = load_settings
+        self.problem: str | None = None
+        """Why not (:attr:`SettingsChange.problem`), None while it would."""
+
+    def check(self) -> str | None:
+        """Read the file to check it (the ``reload`` command, which applies nothing of it):
+        None when it would start the agent, else why not. Dispatch thread."""
+        if self.load_settings is None:
+            return None
+        try:
+            self.load_settings()
+        except Exception as exc:  # ConfigError, or anything a broken file provokes
+            log.error("settings_check_failed", error=str(exc))
+            self.problem = _problem_line(exc)
+        else:
+            self.problem = None
+        return self.problem
+
+    def section(self) -> SettingsSection:
+        """Health's ``settings`` section."""
+        return {"state": "degraded" if self.problem else "ok", "reason": self.problem}
 
 
 def reload_lexicon(voices: VoiceLibrary) -> LexiconChange | None:
@@ -173,16 +221,22 @@ def reload_all(voices: VoiceLibrary, settings: SettingsChange | None = None) -> 
     return ReloadReport(results, settings, reload_lexicon(voices), trust)
 
 
-def reload_command(voices: VoiceLibrary, command: ReloadCommand,
-                   default_voice: str) -> list[str]:
-    """Re-check the models directory now, or switch a staged voice to ``command.version``.
+def reload_command(voices: VoiceLibrary, command: ReloadCommand, default_voice: str,
+                   check_settings: Callable[[], str | None] | None = None) -> list[str]:
+    """Re-check the models directory now, or switch a staged voice to ``command.version``
+    (:meth:`~agent.library.voices.VoiceLibrary.activate`, as ``models activate`` does: done
+    only once that version serves, used before or not).
 
-    Re-checking every voice reads the device lexicon again too. Returns the installed voice
-    names; raises :class:`ReloadError` when the voice is not installed, a voice was rejected
-    or the lexicon file was refused (the lexicon in service is kept).
+    Re-checking every voice reads the device lexicon again too, and ``check_settings`` checks
+    the settings file (:meth:`SettingsCheck.check`). Returns the installed voice names; raises
+    :class:`ReloadError` when the voice is not installed, a voice was rejected, the lexicon
+    file was refused (the lexicon in service is kept) or the settings file would not start
+    the agent.
     """
     if command.voice is not None and command.voice not in voices.names():
         raise ReloadError(f"no voice named {command.voice!r} is installed")
+    everything = command.voice is None and command.version is None
+    problem = check_settings() if everything and check_settings is not None else None
     try:
         if command.version is not None:
             results = [voices.activate(command.voice or default_voice, command.version)]
@@ -190,8 +244,8 @@ def reload_command(voices: VoiceLibrary, command: ReloadCommand,
             results = voices.reload(command.voice)
     except VoiceNotFound as exc:
         raise ReloadError(str(exc)) from exc
-    everything = command.voice is None and command.version is None
     report = ReloadReport(tuple(results), lexicon=reload_lexicon(voices) if everything else None)
-    if report.rejected:
-        raise ReloadError("; ".join(report.rejected))
+    rejected = report.rejected + ([f"settings file not usable: {problem}"] if problem else [])
+    if rejected:
+        raise ReloadError("; ".join(rejected))
     return voices.names()

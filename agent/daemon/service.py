@@ -22,7 +22,7 @@ from agent.audio.player import AudioPlayer
 from agent.daemon.addons import AddonSet
 from agent.daemon.health import add_sections, watch_workers
 from agent.daemon.instance import InstanceWatch
-from agent.daemon.reload import reload_all, reload_command, reload_settings
+from agent.daemon.reload import SettingsCheck, reload_all, reload_command, reload_settings
 from agent.daemon.state import DeviceState, claim_state
 from agent.daemon.status import ping_status, presence
 from agent.daemon.volume_state import VolumeStore
@@ -82,15 +82,18 @@ class AgentService:
     name). ``preloading``: the ``voices.preload()`` thread, which :meth:`start` waits for.
     ``state``: this device's state, claimed (:func:`agent.daemon.state.claim_state`), or claimed
     here.
+    ``load_settings`` reads the settings file again: the ``reload`` command checks it.
     """
 
     def __init__(self, settings: Settings, *, voices: VoiceLibrary | None = None,
                  player: AudioPlayer | None = None, notifier: Notifier | None = None,
                  profile: tuple[EffectiveProfile | None, str | None] | None = None,
                  preloading: threading.Thread | None = None,
-                 state: DeviceState | None = None) -> None:
+                 state: DeviceState | None = None,
+                 load_settings: Callable[[], Settings] | None = None) -> None:
         self.state = state or claim_state(settings)  # raises StateInUse: another agent has it
         self.settings = settings
+        self.settings_check = SettingsCheck(load_settings)
         self.preloading = preloading
         self.started_at = time.monotonic()
         self.topics = Namespace(settings.mqtt.topic_prefix).device(settings.device_id)
@@ -127,6 +130,7 @@ class AgentService:
         self.addons = AddonSet(self)
         add_sections(self.health, self)
         self.health.add_provider("instance", self.instance.section)
+        self.health.add_provider("settings", self.settings_check.section)
 
     def _build_library(self, voices: VoiceLibrary | None) -> None:
         """The voice library (reporting its model events here) and its model watcher."""
@@ -260,6 +264,7 @@ class AgentService:
         change = None
         if load_settings is not None:
             self.settings, change = reload_settings(self.settings, load_settings)
+            self.settings_check.problem = change.problem
             self.addons.on_reload()
         report = reload_all(self.voices, change)
         self.reporter.request()
@@ -393,5 +398,10 @@ class AgentService:
         return ping_status(self)
 
     def _reload(self, command: ReloadCommand) -> list[str]:
-        """Dispatch thread: the ``reload`` command (:func:`agent.daemon.reload.reload_command`)."""
-        return reload_command(self.voices, command, self.settings.models.default_voice)
+        """Dispatch thread: the ``reload`` command (:func:`agent.daemon.reload.reload_command`),
+        then a fresh health report (the settings file's state may have changed)."""
+        try:
+            return reload_command(self.voices, command, self.settings.models.default_voice,
+                                  self.settings_check.check)
+        finally:
+            self.reporter.request()

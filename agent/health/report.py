@@ -32,6 +32,7 @@ __all__ = [
     "ReloadRecord",
     "RequestWindow",
     "RequestsSection",
+    "SettingsSection",
     "State",
     "SystemReading",
     "SystemSection",
@@ -166,6 +167,8 @@ class VoicesSection(TypedDict):
 
     voices: list[LoadedVoice]
     default: str
+    installed: list[str]
+    """The voices installed in ``models.dir`` (and any live one whose files went missing)."""
     last_reload: dict[str, ReloadRecord]
 
 
@@ -259,6 +262,15 @@ class InstanceSection(TypedDict):
     conflicts: int
     state: Literal["ok", "failing"]
     reason: str | None
+
+
+class SettingsSection(TypedDict):
+    """The settings file as the last reload read it (:class:`agent.daemon.reload.SettingsCheck`):
+    ``degraded`` while it would not start the agent (the settings read before stay in force)."""
+
+    state: Literal["ok", "degraded"]
+    reason: str | None
+    """Why: the file (its name only) and each problem, as ``check-config`` says them."""
 
 
 class HardwareSection(TypedDict, total=False):
@@ -375,6 +387,7 @@ class HealthReport(TypedDict):
     queue: NotRequired[QueueSection | ProviderError]
     journal: NotRequired[JournalSection | ProviderError]
     instance: NotRequired[InstanceSection | ProviderError]
+    settings: NotRequired[SettingsSection | ProviderError]
     hardware: NotRequired[HardwareSection | ProviderError]
     phrase_cache: NotRequired[PhraseCacheSection | ProviderError]
     lexicon: NotRequired[LexiconSection | ProviderError]

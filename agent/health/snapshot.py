@@ -69,6 +69,7 @@ _NOT_OK_TEXT: dict[str, str] = {
     "voices": "voices unusable",
     "mqtt": "mqtt not ok",
     "journal": "request journal not written",
+    "settings": "settings file not usable",
 }
 
 
@@ -292,16 +293,38 @@ def _section_findings(snap: Mapping[str, Any]) -> Iterator[tuple[State, str]]:
 
 
 def _voice_findings(section: Mapping[str, Any]) -> Iterator[tuple[State, str]]:
-    if not section.get("voices"):
-        yield "failing", "no voice loaded"
-    for voice in section.get("voices") or ():
-        for problem in (voice.get("problems") or ()) if isinstance(voice, Mapping) else ():
-            yield "degraded", f"voice {voice.get('voice')}: {str(problem)[:_MAX_ERROR_CHARS]}"
+    live = [v for v in section.get("voices") or () if isinstance(v, Mapping)]
     last_reload = section.get("last_reload")
-    for voice, result in (last_reload.items() if isinstance(last_reload, Mapping) else ()):
-        if isinstance(result, Mapping) and result.get("outcome") == "rejected":
+    last_reload = last_reload if isinstance(last_reload, Mapping) else {}
+    default = section.get("default")
+    missing = default is not None and default not in {v.get("voice") for v in live}
+    if missing:  # what to fix: the default voice, and what is installed instead
+        why = _default_missing(str(default), section.get("installed"), last_reload.get(default))
+        yield ("degraded", f"default voice not loaded: {why}") if live else (
+            "failing", f"no voice loaded: {why}")
+    elif not live:
+        yield "failing", "no voice loaded"
+    for voice in live:
+        for problem in voice.get("problems") or ():
+            yield "degraded", f"voice {voice.get('voice')}: {str(problem)[:_MAX_ERROR_CHARS]}"
+    for voice, result in last_reload.items():
+        if (isinstance(result, Mapping) and result.get("outcome") == "rejected"
+                and not (missing and voice == default)):  # said above
             reason = str(result.get("reason") or "no reason given")[:_MAX_ERROR_CHARS]
             yield "degraded", f"last model reload rejected: {voice}: {reason}"
+
+
+def _default_missing(default: str, installed: Any, last: Any) -> str:
+    """Why the default voice serves nothing: not installed in ``models.dir``, or rejected (the
+    reason), and the voices installed (names only: the report goes over the network)."""
+    known = isinstance(installed, list)
+    have = f" (installed: {', '.join(str(n) for n in installed) or 'none'})" if known else ""
+    if known and default not in installed:
+        return f"models.default_voice {default!r} is not installed in models.dir{have}"
+    if isinstance(last, Mapping) and last.get("outcome") == "rejected":
+        reason = str(last.get("reason") or "no reason given")[:_MAX_ERROR_CHARS]
+        return f"models.default_voice {default!r} was rejected: {reason}{have}"
+    return f"models.default_voice {default!r} is not loaded yet{have}"
 
 
 def _request_findings(snap: Mapping[str, Any], settings: HealthSettings,

@@ -16,7 +16,7 @@ from agent.outcomes import VoiceEvent, VoiceEventKind
 if TYPE_CHECKING:
     from agent.voice.voice import Voice
 
-__all__ = ["ReloadResult", "damage_event", "model_event", "still_serving"]
+__all__ = ["ReloadResult", "damage_event", "model_event", "still_serving", "without_models_dir"]
 
 log = get_logger(__name__)
 
@@ -70,10 +70,18 @@ def damage_event(voice: Voice, problems: dict[str, str]) -> VoiceEvent:
                       variant=voice.variant, files=tuple(sorted(problems)))
 
 
-def still_serving(error: Exception, models_dir: Path, live: Voice) -> str:
-    """Why a live voice cannot reload, said without the host's paths (it goes to health and the
-    events: the voice and the file), and that the version loaded before keeps serving."""
+def without_models_dir(error: Exception, models_dir: Path) -> str:
+    """``error`` said without the host's paths (it goes to health and the events): the files
+    named relative to the models directory (``voice/version/file``)."""
     reason = str(error)
-    for prefix in {str(models_dir.resolve()), str(models_dir)}:
+    for prefix in sorted({str(models_dir.resolve()), str(models_dir.absolute())}, key=len,
+                         reverse=True):
         reason = reason.replace(prefix + "/", "")
-    return f"{reason}; cannot reload, still serving version {live.version}"
+    return reason
+
+
+def still_serving(error: Exception, models_dir: Path, live: Voice) -> str:
+    """Why a live voice cannot reload (:func:`without_models_dir`), and that the version loaded
+    before keeps serving."""
+    return f"{without_models_dir(error, models_dir)}; cannot reload, still serving version " \
+           f"{live.version}"

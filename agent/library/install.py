@@ -24,7 +24,7 @@ from agent.library.piper_check import (
     check_model,
     one_line,
 )
-from agent.library.staging import CURRENT, NAME, PREVIOUS, link_target, replace_symlink
+from agent.library.staging import CURRENT, NAME, PREVIOUS, replace_symlink
 from agent.voice.bundle import (
     MANIFEST_NAME,
     Bundle,
@@ -282,9 +282,10 @@ def activate_version(settings: Settings | None, models_dir: Path, voice: str, ve
                      *, remove_on_failure: bool = False) -> ReloadResult:
     """Validate ``version`` of ``voice`` as the agent loads it (onnxruntime, warm-up) and make it
     the live one: a staged voice's ``current`` points at it (the old target becomes
-    ``previous``; a rejected version leaves ``current`` as it was). A flat voice has one version
-    only: it is validated. ``remove_on_failure`` removes a flat voice that does not load (one
-    this import has just created)."""
+    ``previous``; a rejected version leaves ``current`` as it was), decided by
+    :meth:`~agent.library.voices.VoiceLibrary.activate`, as the daemon's ``reload`` command
+    does. A flat voice has one version only: it is validated. ``remove_on_failure`` removes a
+    flat voice that does not load (one this import has just created)."""
     from agent.library.events import ReloadResult
     from agent.library.voices import VoiceLibrary, VoiceNotFound
     from agent.settings import Settings
@@ -297,28 +298,15 @@ def activate_version(settings: Settings | None, models_dir: Path, voice: str, ve
     library = VoiceLibrary(base.model_copy(update={"models": base.models.model_copy(
         update={"dir": models_dir, "default_voice": voice, "watch": False})}))
     staged = os.path.lexists(voice_dir / CURRENT) or not (voice_dir / MANIFEST_NAME).exists()
-    have = library.versions(voice) if staged else [_flat_version(voice_dir)]
-    if version not in have:
-        flat = "" if staged else "; a flat voice has one: import another to add versions"
-        raise VoiceNotFound(f"voice {voice!r} has no version {version!r} "
-                            f"(has: {', '.join(have) or 'none'}{flat})")
+    if staged:
+        return library.activate(voice, version)
+    have = _flat_version(voice_dir)
+    if version != have:
+        raise VoiceNotFound(f"voice {voice!r} has no version {version!r} (has: {have}; a flat "
+                            "voice has one: import another to add versions)")
     try:
-        live = library.get(voice)
+        return ReloadResult(voice, "loaded", version=library.get(voice).version)
     except VoiceLoadError as exc:
-        if not staged:
-            if remove_on_failure:
-                shutil.rmtree(voice_dir, ignore_errors=True)
-            return ReloadResult(voice, "rejected", version=version, reason=one_line(exc))
-        live = None  # the live version is broken: switching to a good one is the way out
-    except LookupError:
-        live = None  # staged without a current version yet
-    if not staged:
-        return ReloadResult(voice, "loaded", version=live.version if live else version)
-    if live is None and link_target(voice_dir / CURRENT) is None:
-        replace_symlink(voice_dir / CURRENT, version)
-        try:
-            return ReloadResult(voice, "loaded", version=library.get(voice).version)
-        except VoiceLoadError as exc:
-            (voice_dir / CURRENT).unlink(missing_ok=True)
-            return ReloadResult(voice, "rejected", version=version, reason=one_line(exc))
-    return library.activate(voice, version)
+        if remove_on_failure:
+            shutil.rmtree(voice_dir, ignore_errors=True)
+        return ReloadResult(voice, "rejected", version=version, reason=one_line(exc))

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.library.events import ReloadResult, model_event, still_serving
+from agent.library.events import ReloadResult, model_event, still_serving, without_models_dir
 from agent.library.fingerprint import Fingerprint, fingerprint, manifest_version, sizes_pending
 from agent.library.lexicon import LexiconHolder
 from agent.library.options import voice_options
@@ -84,12 +84,9 @@ class VoiceLibrary:
     @classmethod
     def for_settings(cls, settings: Settings, on_event: EventSink | None = None,
                      profile: EffectiveProfile | None = None) -> VoiceLibrary:
-        """A library whose sessions use the effective hardware profile (threads, variant).
-
-        ``profile`` is what :func:`agent.hardware.effective.profile_or_reason` resolved, or None
-        when there is none (then the library runs with one thread and fp32). Its voices share
-        the device lexicon of ``text.lexicon`` (:class:`agent.library.lexicon.LexiconHolder`).
-        """
+        """A library whose sessions use the effective hardware ``profile`` (threads, variant;
+        :func:`agent.hardware.effective.profile_or_reason`, None: one thread and fp32), its
+        voices sharing the device lexicon (:class:`agent.library.lexicon.LexiconHolder`)."""
         lexicon = LexiconHolder.for_settings(settings)
         return cls(settings, voice_options(settings, profile, lexicon=lexicon), on_event=on_event)
 
@@ -113,10 +110,7 @@ class VoiceLibrary:
 
     def get(self, name: str | None = None) -> Voice:
         """The live voice ``name`` (default voice when ``None``), loading it on first use (or
-        taking the one :meth:`preload` loaded).
-
-        Raises :class:`VoiceNotFound` or :class:`VoiceLoadError`.
-        """
+        taking the one :meth:`preload` loaded). Raises VoiceNotFound or VoiceLoadError."""
         name = name or self.default_voice
         with self._lock:
             voice = self._live.get(name)
@@ -146,12 +140,14 @@ class VoiceLibrary:
             raise VoiceLoadError(refused[1])
 
     def _refuse(self, name: str, seen: Fingerprint, error: VoiceLoadError) -> ReloadResult:
-        """Keep ``error`` as the answer for these files of ``name`` and report it."""
+        """Keep ``error`` as the answer for these files of ``name`` (without the host's paths:
+        it goes over the network) and report it."""
+        said = without_models_dir(error, self.models_dir)
         with self._lock:
             self._seen[name] = seen  # don't retry the same broken files
-            self._refused[name] = (seen, str(error))
+            self._refused[name] = (seen, said)
             live = self._live.get(name)
-        reason = str(error) if live is None else still_serving(error, self.models_dir, live)
+        reason = said if live is None else still_serving(error, self.models_dir, live)
         return self._report(ReloadResult(name, "rejected", reason=reason,
                                          version=manifest_version(seen.bundle_dir)))
 
@@ -159,11 +155,8 @@ class VoiceLibrary:
         """Start loading voice ``name`` (default voice when ``None``) on a helper thread; the
         next :meth:`get` of it waits for that load and swaps the voice in (reporting it then, so
         ``on_event`` may still be set after this call). Returns the thread, or None when there
-        is no such voice (``get`` reports that).
-
-        The daemon calls this before importing the rest of itself: onnxruntime loads without
-        the GIL, so imports and load overlap (``bench/compare_piper.py``).
-        """
+        is no such voice (``get`` reports that). The daemon calls this before importing the rest
+        of itself: onnxruntime loads without the GIL, so imports and load overlap."""
         name = name or self.default_voice
         try:
             self.bundle_dir(name)
@@ -220,7 +213,9 @@ class VoiceLibrary:
                 results.append(self._reload_one(voice))
         return results
 
-    def _reload_one(self, name: str, *, settle: bool = True) -> ReloadResult:
+    def _reload_one(self, name: str, *, settle: bool = True, force: bool = False,
+                    ) -> ReloadResult:
+        """Re-check ``name``; ``force`` (an activation): validate it even if no one uses it."""
         try:
             bundle_dir = self.bundle_dir(name)
         except VoiceNotFound as exc:
@@ -231,7 +226,7 @@ class VoiceLibrary:
                 return self._report(ReloadResult(name, "rejected", reason=str(exc)))
             return ReloadResult(name, "unchanged")
         seen = fingerprint(bundle_dir)
-        skip = self._skip_reason(name, bundle_dir, seen, settle)
+        skip = self._skip_reason(name, bundle_dir, seen, settle, force)
         if skip is not None:
             return skip
         try:
@@ -242,8 +237,9 @@ class VoiceLibrary:
         return self._last[name]
 
     def _skip_reason(self, name: str, bundle_dir: Path, now: Fingerprint,
-                     settle: bool) -> ReloadResult | None:
-        """Why ``name`` needs no validation now (unchanged, unused, being written, refused)."""
+                     settle: bool, force: bool = False) -> ReloadResult | None:
+        """Why ``name`` needs no validation now (unchanged, unused, being written, refused);
+        ``force``: a voice not live is always validated."""
         with self._lock:
             seen = self._seen.get(name)
             live_voice = self._live.get(name)
@@ -253,8 +249,8 @@ class VoiceLibrary:
         if refused is not None and refused[0] == now:
             return ReloadResult(name, "rejected", reason=refused[1],
                                 version=manifest_version(bundle_dir))
-        if (seen == now and not recheck) or (live_voice is None and seen is None
-                                             and name != self.default_voice):
+        unused = live_voice is None and seen is None and name != self.default_voice
+        if not (force and live_voice is None) and ((seen == now and not recheck) or unused):
             return ReloadResult(name, "unchanged")  # unused voices are validated on first use
         settling = time.time_ns() - now.newest_mtime_ns < self.settle_s * 1e9
         if settle and not recheck and (settling or sizes_pending(bundle_dir)):
@@ -347,29 +343,32 @@ class VoiceLibrary:
         return staged_versions(voice_dir)
 
     def activate(self, name: str, version: str, *, remember: bool = True) -> ReloadResult:
-        """Point the staged voice ``name`` at ``version`` and reload it now; the old target
-        becomes ``previous`` (unless ``remember`` is false: :meth:`rollback`).
-
-        The switch is undone when the new version is rejected, so ``current`` always names a
-        version that passed validation.
-        """
+        """Point the staged voice ``name`` at ``version`` and validate it now, in use or not
+        (the one decision of ``models activate`` and the ``reload`` command); the old target
+        becomes ``previous`` unless ``remember`` is false (:meth:`rollback`). ``rejected``:
+        ``current`` is switched back (removed when there was none), so it always names a
+        version that passed, and a voice unused before stays unused."""
         if not NAME.match(version) or version not in self.versions(name):
             raise VoiceNotFound(f"voice {name!r} has no version {version!r} "
                                 f"(has: {', '.join(self.versions(name)) or 'none'})")
-        voice_dir = self.models_dir / name
-        current = voice_dir / CURRENT
-        before = link_target(current)
-        if before == version:
-            return ReloadResult(name, "unchanged", version=version)
+        current = self.models_dir / name / CURRENT
         with self._reload_lock:
-            replace_symlink(current, version)
-            result = self._reload_one(name, settle=False)
-            if result.outcome == "loaded":
-                if before is not None and remember:
-                    replace_symlink(voice_dir / PREVIOUS, before)
-            elif before is not None:
-                replace_symlink(current, before)
-                self._reload_one(name, settle=False)
+            before = link_target(current)
+            with self._lock:
+                was_live = name in self._live
+            if before != version:
+                replace_symlink(current, version)
+            result = self._reload_one(name, settle=False, force=True)
+            if result.outcome != "rejected":
+                if before not in (None, version) and remember:
+                    replace_symlink(current.with_name(PREVIOUS), str(before))
+            elif before != version:
+                replace_symlink(current, before) if before else current.unlink(missing_ok=True)
+                if was_live:
+                    self._reload_one(name, settle=False)
+                else:
+                    with self._lock:
+                        self._seen.pop(name, None)  # validated on first use again, not now
         return result
 
     def rollback(self, name: str | None = None) -> ReloadResult:
@@ -396,5 +395,5 @@ class VoiceLibrary:
              "problems": self._validator.problems(v) + self._unserved.problems(v.name)}
             for v in self.loaded()
         ]
-        return {"voices": voices, "default": self.default_voice,
+        return {"voices": voices, "default": self.default_voice, "installed": self.names(),
                 "last_reload": {k: r.as_dict() for k, r in sorted(self._last.items())}}

@@ -387,3 +387,49 @@ def test_a_default_chime_that_is_not_there(setup: Setup) -> None:
     assert setup.run(env={"TTS_AGENT_CHIMES__BY_PRIORITY": '{"urgent": "ding"}'}).returncode == 0
     setup.values["chimes"] = {"dir": str(setup.root / "missing")}
     refused(setup.run(), "chimes.dir", str(setup.root / "missing"))
+
+
+def test_signatures_are_checked_as_the_load_checks_them_and_mqtt_is_said_unchecked(
+        setup: Setup) -> None:
+    """#28 item 4: a signed default voice whose model file changed after signing, and one
+    signed by a key that is not trusted, are refused by check-config with the reason `say`
+    refuses them with (the gate lets them through as warnings: the agent starts and reports
+    them); ``--explain`` says the broker is not checked and what checks it."""
+    from agent.voice.signature import generate_keypair, load_private_key, sign_bundle
+
+    bundle = setup.models / VOICE
+    keys = {}
+    for name in ("trusted", "other"):
+        generate_keypair(setup.root / name)
+        keys[name] = load_private_key(setup.root / f"{name}.key")
+    setup.set("models", "trusted_keys", [str(setup.root / "trusted.pub")])
+    sign_bundle(bundle, keys["trusted"])
+    assert setup.run().returncode == 0
+    explained = setup.run("--explain")
+    assert explained.returncode == 0, explained.stderr
+    assert ("mqtt: not checked; `tts-agent send ping` checks it (the broker localhost:1883 is "
+            "not contacted)") in explained.stdout
+
+    model = bundle / f"{VOICE}.onnx"
+    original = model.read_bytes()
+    model.write_bytes(original[:-1] + bytes([original[-1] ^ 1]))  # same size, other bytes
+    line = refused(setup.run(), "models.default_voice", "sha256 does not match the manifest")
+    said = say_error(setup)
+    assert said.split(": error: ", 1)[1] in line, (said, line)
+    assert "warning: models.default_voice" in setup.run("--gate").stderr
+
+    model.write_bytes(original)
+    sign_bundle(bundle, keys["other"])
+    line = refused(setup.run(), "models.default_voice", "which is not in models.trusted_keys")
+    said = say_error(setup)
+    assert said.split(": error: ", 1)[1] in line, (said, line)
+
+
+def say_error(setup: Setup) -> str:
+    """The one error line of ``tts-agent say`` with the same settings (it loads the voice)."""
+    base = {k: v for k, v in os.environ.items() if not k.upper().startswith("TTS_AGENT_")}
+    result = agent_cli("say", "--config", setup.config, "Hello.", timeout=120, cwd=REPO,
+                       env={**base, "ALSA_CONFIG_PATH": str(setup.alsa.path),
+                            "PYTHONPATH": str(REPO)})
+    assert result.returncode != 0, result.stdout
+    return result.stderr.strip().splitlines()[-1]

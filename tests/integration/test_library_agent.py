@@ -89,7 +89,10 @@ def test_a_default_voice_refused_at_start_is_published_and_not_validated_per_req
         DEV.health, lambda h: VOICE in h.get("voices", {}).get("last_reload", {}))
     assert health["voices"]["last_reload"][VOICE]["outcome"] == "rejected"
     assert health["state"] == "failing"
-    assert any("last model reload rejected" in r and "sha256" in r for r in health["reasons"])
+    # the first reason says what to fix: which voice, why, what is installed (#28 item 5)
+    first = health["reasons"][0]
+    assert first.startswith(f"no voice loaded: models.default_voice {VOICE!r} was rejected: ")
+    assert "sha256" in first and first.endswith(f"(installed: {VOICE})"), first
     for number in range(3):
         final = speak(controller, f"broken-{number}")
         assert final["event"] == "failed" and "sha256" in final["reason"]

@@ -129,7 +129,8 @@ def test_the_real_system_is_read(settings: Settings) -> None:
     [
         ("audio", {"ok": False, "error": "cannot open 'hw:5': No such device"}, "degraded",
          "audio device unavailable: cannot open 'hw:5': No such device"),
-        ("voices", {"voices": []}, "failing", "no voice loaded"),
+        ("voices", {"voices": []}, "failing",
+         "no voice loaded: models.default_voice 'en_US-joe-medium' is not loaded yet"),
         ("mqtt", {"connected": False}, "degraded", "mqtt disconnected"),
         ("voices", {"last_reload": {"en_US-joe-medium": {
             "outcome": "rejected", "reason": "sha256 mismatch"}}}, "degraded",
@@ -482,7 +483,9 @@ def test_the_voice_library_status_is_a_provider(tiny_voice_dir: Path, tmp_path: 
     library = VoiceLibrary(settings)
     health.add_provider("voices", library.status)
     snap = health.snapshot()
-    assert (snap["state"], snap["reasons"]) == ("failing", ["no voice loaded"])
+    assert (snap["state"], snap["reasons"]) == ("failing", [
+        "no voice loaded: models.default_voice 'tiny-test' is not loaded yet "
+        "(installed: tiny-test)"])
     library.load_all()
     snap = json.loads(json.dumps(health.snapshot()))
     assert (snap["state"], snap["reasons"]) == ("ok", [])

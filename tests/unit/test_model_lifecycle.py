@@ -254,6 +254,35 @@ def test_activate_and_rollback(tiny_voice_dir: Path, tmp_path: Path) -> None:
         library.activate(VOICE, "../../etc")
 
 
+def test_activate_validates_a_voice_no_one_used_yet(tiny_voice_dir: Path, tmp_path: Path,
+                                                    ) -> None:
+    """#28 item 1: an activation of a voice that is not the default and was not used since the
+    start validates the version now (it was "unchanged", and `current` went back, before)."""
+    models = tmp_path / "staged"
+    voice_dir = models / VOICE
+    voice_dir.mkdir(parents=True)
+    shutil.copytree(tiny_voice_dir, voice_dir / "1.0.0")
+    new_version_files(voice_dir, "2.0.0", gain=0.3)
+    corrupt_wrong_inputs(new_version_files(voice_dir, "3.0.0", gain=0.1))
+    (voice_dir / "current").symlink_to("1.0.0")
+    events = Events()
+    library = make_library(models, events, default_voice="someone-else")
+    refused = library.activate(VOICE, "3.0.0")
+    assert refused.outcome == "rejected"
+    assert str(models) not in str(refused.reason)  # it goes over the network
+    assert os.readlink(voice_dir / "current") == "1.0.0"
+    assert library.loaded() == [] and events.kinds() == ["model_rejected"]
+    assert library.activate(VOICE, "2.0.0").outcome == "loaded"
+    assert [(v.name, v.version) for v in library.loaded()] == [(VOICE, "2.0.0")]
+    assert os.readlink(voice_dir / "previous") == "1.0.0"
+    assert library.activate(VOICE, "2.0.0").outcome == "unchanged"  # it serves it already
+    # staged without a current version yet: a rejected one does not become current
+    fresh = make_library(models, Events(), default_voice="someone-else")
+    (voice_dir / "current").unlink()
+    assert fresh.activate(VOICE, "3.0.0").outcome == "rejected"
+    assert not os.path.lexists(voice_dir / "current")
+
+
 def test_rollback_needs_staged_layout(tiny_voice_dir: Path) -> None:
     library = make_library(tiny_voice_dir.parent, Events())
     with pytest.raises(VoiceNotFound, match="staged layout"):

@@ -34,9 +34,14 @@ def test_an_unreadable_file_keeps_the_settings() -> None:
     current = Settings(device_id="t1")
 
     def broken() -> Settings:
-        raise ValueError("settings.toml: line 4: expected '='\nmore detail")
+        raise ValueError("/etc/tts-agent/settings.toml: line 4: expected '='\nmore detail")
 
     kept, change = reload_settings(current, broken)
     assert kept is current
-    assert change == SettingsChange(current.log.level, kept="settings.toml: line 4: expected '='")
+    assert change.kept == "/etc/tts-agent/settings.toml: line 4: expected '='"  # the journal's
+    # health's: every problem, the file named without its directory (it goes over MQTT)
+    assert change.problem == ("settings.toml: line 4: expected '='; more detail (the agent runs "
+                              "on the settings it read before and would not start with this "
+                              "file)")
+    change = SettingsChange(current.log.level, kept="settings.toml: line 4: expected '='")
     assert change.line() == "settings kept (settings.toml: line 4: expected '=')"
