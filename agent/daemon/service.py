@@ -80,9 +80,8 @@ class AgentService:
     ``notifier`` talks to systemd; by default it is taken from ``$NOTIFY_SOCKET`` (and the
     variables are removed from the environment so that child processes cannot notify in our
     name). ``preloading``: the ``voices.preload()`` thread, which :meth:`start` waits for.
-    ``state``: this device's state, claimed (:func:`agent.daemon.state.claim_state`), or claimed
-    here.
-    ``load_settings`` reads the settings file again: the ``reload`` command checks it.
+    ``state``: this device's state, claimed (:func:`agent.daemon.state.claim_state`) or claimed
+    here; ``load_settings`` reads the settings file again: the ``reload`` command checks it.
     """
 
     def __init__(self, settings: Settings, *, voices: VoiceLibrary | None = None,
@@ -101,16 +100,11 @@ class AgentService:
         self.volume_store = VolumeStore.for_settings(settings)
         self.volume = self.volume_store.restore()  # the one set over MQTT, or audio.volume
         self.stopping = threading.Event()
-        self.stopped_cleanly: bool | None = None
-        """After :meth:`stop`: whether every worker thread ended (False: one is stuck, e.g. in
-        onnxruntime, and the process should leave without running interpreter teardown)."""
+        self.stopped_cleanly: bool | None = None  # after stop(); False: a worker is stuck
         self.notifier = notifier if notifier is not None else Notifier.from_environ(unset=True)
         self.liveness = Liveness(settings.health.stall_s)
-        self.profile: EffectiveProfile | None
-        """The :class:`agent.hardware.effective.EffectiveProfile` in force, None if it cannot be
-        resolved."""
-        self.profile_error: str | None
-        """Why no profile could be resolved (reported in the health report's ``hardware``)."""
+        self.profile: EffectiveProfile | None  # the profile in force, None if unresolved
+        self.profile_error: str | None  # why not (health's ``hardware`` says it)
         self.profile, self.profile_error = profile or profile_or_reason(settings)
         self.health = Health(settings, liveness=self.liveness, thermal_limit_c=(
             self.profile.thermal.limit_c if self.profile is not None else None))
@@ -398,8 +392,7 @@ class AgentService:
         return ping_status(self)
 
     def _reload(self, command: ReloadCommand) -> list[str]:
-        """Dispatch thread: the ``reload`` command (:func:`agent.daemon.reload.reload_command`),
-        then a fresh health report (the settings file's state may have changed)."""
+        """Dispatch thread: the ``reload`` command, then a fresh health report."""
         try:
             return reload_command(self.voices, command, self.settings.models.default_voice,
                                   self.settings_check.check)
