@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from agent.daemon.volume_state import VolumeStore
 from agent.mqtt.client import InboundMessage
 from agent.mqtt.ha_addon import MARKER_NAME, HaDiscovery
 from agent.mqtt.topics import DiscoveryTopics, Namespace, Topic
@@ -212,7 +213,7 @@ def _volume_and_queued_speech_survive_a_restart(
     docs/home-assistant.md offers for speech sent while the agent is down: a QoS 1 ``speak`` with
     ``expires_at``, kept for the agent's session, is spoken when it is back, or ``expired``."""
     settings = ha_settings(broker, voice_dir.parent, tmp_path / "agent")  # the same cache.dir
-    stored = tmp_path / "agent" / "cache" / "volume.json"
+    stored = VolumeStore.for_settings(settings).path  # beside the device's request journal
     assert json.loads(stored.read_text())["volume"] == 0.42
     watcher.publish(DEV.command("speak"), {"id": "while-down", "text": "Back again.",
                                            "expires_at": time.time() + 600}, qos=1)

@@ -39,6 +39,8 @@ def test_every_journalled_request_is_answered_even_past_the_client_queue(
     with Recorder(mqtt_broker.settings(), [DEV.events.as_filter(), REPLIES.as_filter()],
                   "journal-backlog") as rec, running_agent(settings):
         rec.wait_json(DEV.events, lambda e: e["id"] == ids[-1] and e["final"], WAIT_S)
+        # The reply to the Response Topic goes out after the event: wait for the last one too.
+        rec.wait_json(REPLIES, lambda e: e["id"] == ids[-1], WAIT_S)
         finals = [e for e in rec.json_on(DEV.events) if e["final"] and e["id"] in ids]
         replies = rec.json_on(REPLIES)
     assert sorted(e["id"] for e in finals) == sorted(ids)
