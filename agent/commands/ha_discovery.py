@@ -4,8 +4,8 @@
     tts-agent ha-discovery --remove    # remove it from the broker (empty retained payload)
 
 ``--remove`` clears the topic the settings name and the one the agent last published to (kept
-in ``<cache.dir>/ha-discovery.json``, which it then deletes), so Home Assistant forgets the
-device; ``systemd/install.sh --uninstall`` runs it. It prints each topic it cleared.
+in ``<cache.dir>/devices/<device_id>/ha-discovery.json``, which it then deletes), so Home
+Assistant forgets the device; ``systemd/install.sh --uninstall`` runs it. It prints each topic it cleared.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from agent.hardware.effective import profile_or_reason
-    from agent.mqtt.ha_addon import MARKER_NAME, discovery_info, published_topic
+    from agent.mqtt.ha_addon import discovery_info, marker_path, published_topic
     from agent.mqtt.ha_discovery import discovery_payload
     from agent.mqtt.topics import DiscoveryTopics, Namespace, TopicError
 
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({"topic": target.value,
                           "payload": json.loads(discovery_payload(info, topics))}, indent=2))
         return 0
-    marker = settings.cache.dir / MARKER_NAME
+    marker = marker_path(settings)
     clear = [target]
     before = published_topic(marker)
     if before is not None and before != target:

@@ -21,6 +21,7 @@ from agent.mqtt.client import InboundMessage, MqttClient, OutboundMessage
 from agent.mqtt.ha_discovery import DiscoveryInfo, discovery_payload, notify_request
 from agent.mqtt.protocol import CommandRejected, salvage_id
 from agent.mqtt.topics import DeviceTopics, DiscoveryTopics, Topic, TopicError
+from agent.settings.paths import device_state_dir
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from agent.settings import MqttSettings, Settings
 
 __all__ = ["MARKER_NAME", "MIN_INTERVAL_S", "HaContext", "HaDiscovery", "HaOptions", "build",
-           "discovery_info", "published_topic"]
+           "discovery_info", "marker_path", "published_topic"]
 
 log = get_logger(__name__)
 
@@ -80,6 +81,12 @@ class HaOptions:
     @classmethod
     def of(cls, mqtt: MqttSettings) -> HaOptions:
         return cls(mqtt.ha_discovery, mqtt.ha_prefix, mqtt.ha_device_name, mqtt.ha_priority)
+
+
+def marker_path(settings: Settings) -> Path:
+    """Where this device remembers the discovery topic it published to: beside its own request
+    journal, so agents side by side on one ``cache.dir`` never remove each other's message."""
+    return device_state_dir(settings.cache.dir, settings.device_id) / MARKER_NAME
 
 
 def published_topic(marker: Path) -> Topic | None:
@@ -253,5 +260,5 @@ def build(context: HaContext) -> HaDiscovery | None:
     settings = context.settings
     info = discovery_info(settings, context.profile)
     return HaDiscovery(client=context.client, intake=context.intake, topics=context.topics,
-                       info=info, marker=settings.cache.dir / MARKER_NAME,
+                       info=info, marker=marker_path(settings),
                        settings=lambda: context.settings)

@@ -9,6 +9,8 @@ and ALSA file PCMs.
   ``a``'s persistent session; after its restart ``a`` plays it. With one shared journal ``a``
   read ``b``'s outcome and answered ``duplicate`` ``outcome finished`` for speech it never
   played.
+- With Home Assistant discovery on, each keeps its own discovery message (one marker file per
+  device: with one shared file, ``b``'s start removed ``a``'s message).
 - A third agent with ``b``'s device id on the same ``cache.dir`` refuses to start: one line
   naming the device and the pid that hold the state, exit 4.
 """
@@ -29,7 +31,7 @@ import pytest
 from agent.commands import CONFLICT
 from agent.mqtt.journal import JOURNAL_NAME
 from agent.mqtt.journal_records import JournalEntry
-from agent.mqtt.topics import Namespace
+from agent.mqtt.topics import DiscoveryTopics, Namespace
 from agent.settings import Settings
 from tests.support.broker import Broker, Recorder, agent_env, agent_settings, daemon
 
@@ -42,7 +44,7 @@ WAIT_S = 90.0  # generous upper bound on a daemon start on a loaded machine; nev
 def member(broker: Broker, models: Path, work: Path, cache: Path, device: str) -> Settings:
     """A lobby member whose ``cache.dir`` is the one all of them share (as from one checkout)."""
     settings = agent_settings(broker, models, work / device, device_id=device,
-                              mqtt={"groups": ["lobby"]})
+                              mqtt={"groups": ["lobby"], "ha_discovery": True})
     return settings.model_copy(update={"cache": settings.cache.model_copy(update={"dir": cache})})
 
 
@@ -64,7 +66,8 @@ def test_agents_on_one_cache_dir_keep_their_own_journals(
     legacy.parent.mkdir(parents=True)
     legacy.write_bytes(JournalEntry("old-1", "speak", time.time(), None, None, None,
                                     None).record())
-    filters = [NS.all_events(), NS.all_status()]
+    ha = {d: DiscoveryTopics("homeassistant", d).config for d in "ab"}
+    filters = [NS.all_events(), NS.all_status(), *(t.as_filter() for t in ha.values())]
     with Recorder(mqtt_broker.settings(), filters, "fleet-state") as rec, ExitStack() as stack:
         start = time.time()
         first_a = stack.enter_context(daemon(a, tmp_path / "a.log"))
@@ -85,6 +88,12 @@ def test_agents_on_one_cache_dir_keep_their_own_journals(
         assert answer["event"] == "finished", answer  # was: duplicate, outcome finished
         twin = subprocess.run([sys.executable, "-m", "agent", "run"], env=agent_env(b), check=False,
                               capture_output=True, text=True, timeout=WAIT_S)
+        for device in "ab":  # both discovery messages published, and still retained
+            rec.wait_for(lambda m, t=ha[device]: m.topic == t and bool(m.payload), WAIT_S)
+    with Recorder(mqtt_broker.settings(), [t.as_filter() for t in ha.values()],
+                  "ha-retained") as late:
+        for device in "ab":  # was: b's start removed a's, which shared one marker file
+            late.wait_for(lambda m, t=ha[device]: m.topic == t and bool(m.payload), WAIT_S)
     assert not legacy.exists()
     for device in "ab":
         assert (cache / "devices" / device / JOURNAL_NAME).is_file()

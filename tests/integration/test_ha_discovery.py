@@ -17,7 +17,7 @@ import pytest
 
 from agent.daemon.volume_state import VolumeStore
 from agent.mqtt.client import InboundMessage
-from agent.mqtt.ha_addon import MARKER_NAME, HaDiscovery
+from agent.mqtt.ha_addon import HaDiscovery, marker_path
 from agent.mqtt.topics import DiscoveryTopics, Namespace, Topic
 from agent.settings import Settings
 from tests.support.broker import (
@@ -269,10 +269,10 @@ def test_switched_off_at_start_and_at_reload_clears_it(
     assert off.mqtt.ha_discovery is False
     with running_agent(on):
         wait_config(watcher)
-    assert (work / "cache" / MARKER_NAME).exists()
+    assert marker_path(on).exists()
     with running_agent(off):
         cleared = watcher.wait_for(lambda m: m.topic == HA.config and m.payload == b"", WAIT_S)
-    assert cleared.retain and not (work / "cache" / MARKER_NAME).exists()
+    assert cleared.retain and not marker_path(on).exists()
     # at a SIGHUP reload: on, then the settings file says off
     with running_agent(on) as service:
         seen = len(configs(watcher))
