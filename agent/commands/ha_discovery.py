@@ -5,7 +5,8 @@
 
 ``--remove`` clears the topic the settings name and the one the agent last published to (kept
 in ``<cache.dir>/devices/<device_id>/ha-discovery.json``, which it then deletes), so Home
-Assistant forgets the device; ``systemd/install.sh --uninstall`` runs it. It prints each topic it cleared.
+Assistant forgets the device; ``systemd/install.sh --uninstall`` runs it. It prints each topic
+it cleared.
 """
 
 from __future__ import annotations
