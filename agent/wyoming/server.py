@@ -1,10 +1,11 @@
 """The Wyoming TTS server: its own event loop thread, a bounded pool for synthesis.
 
-Threads: ``wyoming`` runs the asyncio loop (accepting, reading and writing events; nothing
-there blocks), ``wyoming-synth-N`` (at most ``wyoming.max_syntheses``) run the voice, one chunk
-at a time, and the phrase cache. Neither is the MQTT network thread or the speaker's own
-synthesis worker. A connection beyond ``wyoming.max_clients`` gets ``error`` ``busy``; a
-synthesis slot is held one chunk at a time, first come first served (docs/internals.md).
+Threads: ``wyoming`` runs the asyncio loop (accepting, reading and writing events), and
+``wyoming-synth-N`` (at most ``wyoming.max_syntheses``) the voice and the phrase cache, one
+chunk at a time. A connection beyond ``wyoming.max_clients`` takes the place of the one
+waiting longest for a request (``error`` ``replaced`` to it), or gets ``busy`` when every one
+is serving a request; a synthesis slot is held one chunk at a time, first come first served
+(docs/internals.md).
 
 :meth:`WyomingServer.start` binds (a failure is kept in :meth:`stats`, for the health report,
 and logged; it never raises), :meth:`WyomingServer.stop` closes the listener, ends every open
@@ -53,6 +54,9 @@ _MAX_ERROR_CHARS = 200
 _MAX_LINGERING = 64
 """Refused connections read at once before their close; past this, closed at once."""
 _CLOSE_TRIES = 200
+PLACE_GRACE_S = 1.0
+"""A connection gives its place to a newcomer only after this long without a request, so a
+client between its connect (or its last answer) and its request keeps it."""
 
 
 class Outcomes(Protocol):
@@ -90,6 +94,7 @@ class WyomingServer:
         self.listening = False
         self.bind_error: str | None = None
         self.counts: dict[str, int] = {"connections": 0, "refused_clients": 0, "requests": 0,
+                                       "replaced_clients": 0,
                                        "dropped_clients": 0, "cancelled_syntheses": 0,
                                        **dict.fromkeys(WYOMING_OUTCOMES, 0)}
         """Connections, requests and the requests by outcome (the enum's values as keys)."""
@@ -203,7 +208,7 @@ class WyomingServer:
         if self._stop is not None and self._stop.is_set():
             writer.close()
             return
-        if len(self._conns) >= self.settings.max_clients:
+        if self._places_taken() >= self.settings.max_clients and not self._make_room():
             with self._lock:
                 self.counts["refused_clients"] += 1
             await self._refuse_busy(reader, writer)
@@ -219,6 +224,28 @@ class WyomingServer:
             await conn.run()
         finally:
             self._conns.pop(task, None)
+
+    def _places_taken(self) -> int:
+        """Connections that hold a place (not those closing: replaced, answered, gone)."""
+        return sum(not conn.leaving for conn in self._conns.values())
+
+    def _make_room(self) -> bool:
+        """The server is full: the connection waiting longest for a request (at least
+        ``PLACE_GRACE_S``; never one serving a request) gives its place to a newcomer. False
+        when every connection is busy."""
+        now = time.monotonic()
+        idle = [(since, conn) for conn in self._conns.values()
+                if (since := conn.idle_s(now)) is not None and since >= PLACE_GRACE_S]
+        if not idle:
+            return False
+        since, conn = max(idle, key=lambda pair: pair[0])
+        conn.replace(f"the server is full (at most {self.settings.max_clients} clients) and "
+                     f"this connection had no request for {since:.1f} s: its place goes to a "
+                     "new client")
+        with self._lock:
+            self.counts["replaced_clients"] += 1
+        log.info("wyoming_client_replaced", peer=conn.peer, idle_s=round(since, 1))
+        return True
 
     async def _refuse_busy(self, reader: asyncio.StreamReader,
                            writer: asyncio.StreamWriter) -> None:
@@ -298,7 +325,8 @@ class WyomingServer:
                 "clients": len(self._conns), "max_clients": self.settings.max_clients,
                 "max_syntheses": self.settings.max_syntheses,
                 "connections": counts["connections"],
-                "refused_clients": counts["refused_clients"], "requests": counts["requests"],
+                "refused_clients": counts["refused_clients"],
+                "replaced_clients": counts["replaced_clients"], "requests": counts["requests"],
                 "dropped_clients": counts["dropped_clients"],
                 "cancelled_syntheses": counts["cancelled_syntheses"],
                 "finished": counts[Outcome.FINISHED], "failed": counts[Outcome.FAILED],
