@@ -89,11 +89,11 @@ def test_a_newcomer_takes_the_place_of_the_longest_idle_client(
 
     with running_agent(settings) as service:
         seen, events = asyncio.run(idlers(service))
+        assert events[-1].type == "audio-stop", events  # the newcomer was served
+        assert seen[0] == ["replaced", "closed"], seen  # the longest idle made room, told why
+        assert seen[1:] == [[], [], []], seen  # the others pinged on undisturbed
         streams, refusal = asyncio.run(busy(service))
         section = service.health.snapshot()["wyoming"]  # type: ignore[typeddict-item]
-    assert events[-1].type == "audio-stop", events  # the newcomer was served
-    assert seen[0] == ["replaced", "closed"], seen  # the longest idle made room, told why
-    assert seen[1:] == [[], [], []], seen  # the others pinged on undisturbed
     assert refusal is not None and Error.from_event(refusal).code == "busy", refusal
     assert all(s[-1].type == "synthesize-stopped" and any(e.type == "audio-stop" for e in s)
                for s in streams), streams  # no stream lost its place
