@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import functools
 import os
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -54,6 +55,8 @@ _MAX_ERROR_CHARS = 200
 _MAX_LINGERING = 64
 """Refused connections read at once before their close; past this, closed at once."""
 _CLOSE_TRIES = 200
+SEND_BUFFER_BYTES = 128 * 1024
+"""A connection's socket send buffer (the kernel doubles it): a few seconds of audio."""
 PLACE_GRACE_S = 1.0
 """A connection gives its place to a newcomer only after this long without a request, so a
 client between its connect (or its last answer) and its request keeps it."""
@@ -213,6 +216,7 @@ class WyomingServer:
                 self.counts["refused_clients"] += 1
             await self._refuse_busy(reader, writer)
             return
+        _bound_send_buffer(writer)
         conn = Connection(self, reader, writer)
         task = asyncio.current_task()
         if task is None:  # asyncio runs every client callback as a task
@@ -334,6 +338,16 @@ class WyomingServer:
                 "interrupted": counts[Outcome.INTERRUPTED],
                 "last_error": last_error, "zeroconf": self.zeroconf,
                 "state": "degraded" if problem else "ok", "reason": problem}
+
+
+def _bound_send_buffer(writer: asyncio.StreamWriter) -> None:
+    """Fix the socket's send buffer at ``SEND_BUFFER_BYTES``: the kernel would otherwise grow it
+    to megabytes for a client that does not read, taking minutes of audio before a write
+    blocks and ``write_timeout_s`` can tell."""
+    sock = writer.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER_BYTES)
 
 
 def _close(chunks: Iterator[Any]) -> None:

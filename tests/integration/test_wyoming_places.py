@@ -5,6 +5,9 @@ never of one serving a request; when every place serves one, the newcomer gets `
 from __future__ import annotations
 
 import asyncio
+import json
+import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -98,3 +101,36 @@ def test_a_newcomer_takes_the_place_of_the_longest_idle_client(
     assert all(s[-1].type == "synthesize-stopped" and any(e.type == "audio-stop" for e in s)
                for s in streams), streams  # no stream lost its place
     assert section["replaced_clients"] == 1 and section["refused_clients"] == 1, section
+
+
+def test_a_client_that_never_reads_is_dropped_before_the_kernel_takes_its_audio(
+        mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Path) -> None:
+    """#27 item 5, the write deadline: a client with a small receive buffer asks for about a
+    megabyte of audio and never reads. The kernel would grow the agent's send buffer to take
+    all of it (the request ``finished`` into buffers, the client never dropped); with the
+    buffer fixed, the writes block, the client is dropped after ``write_timeout_s`` and the
+    rest of its synthesis is cancelled."""
+    settings = tcp_settings(mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent",
+                            write_timeout_s=1.0, idle_timeout_s=5.0)
+    text = " ".join(f"Sentence number {n} of a long one." for n in range(90))  # ~1 MB of audio
+
+    with running_agent(settings) as service:
+        port = service.addons.get("wyoming").server.port  # type: ignore[union-attr]
+        stalled = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        stalled.connect(("127.0.0.1", port))
+        try:
+            request = Synthesize(text=text).event()
+            data = json.dumps(request.data).encode()
+            stalled.sendall(json.dumps({"type": request.type, "data_length": len(data)})
+                            .encode() + b"\n" + data)
+            for _ in range(600):  # until the request is counted, however it ended
+                section = service.health.snapshot()["wyoming"]  # type: ignore[typeddict-item]
+                if section["requests"]:
+                    break
+                time.sleep(0.1)
+        finally:
+            stalled.close()
+    shown = json.dumps(section)
+    assert section["dropped_clients"] == 1 and section["interrupted"] == 1, shown
+    assert section["finished"] == 0 and section["cancelled_syntheses"] == 1, shown
