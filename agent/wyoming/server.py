@@ -226,6 +226,8 @@ class WyomingServer:
             self.counts["connections"] += 1
         try:
             await conn.run()
+        except asyncio.CancelledError:  # the server stops: ended here, not in asyncio's
+            pass  # stream callback (which logs a cancelled client task as an error, 3.11)
         finally:
             self._conns.pop(task, None)
 

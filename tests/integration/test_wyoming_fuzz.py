@@ -10,7 +10,8 @@ lone surrogates), a valid ``synthesize`` or stream, or a frame after which the c
 goes away. Every connection the client does not leave gets what the prelude asked for, then
 an ``error`` event (with the code its frame calls for) or valid audio, then the end of the
 connection; none hangs. The daemon's log holds no traceback and no error, and the real
-``wyoming`` client still gets audio afterwards.
+``wyoming`` client still gets audio afterwards; two clients connected at SIGTERM (one idle, one
+in an open stream) read ``error`` ``stopping``, and the agent logs no traceback for them.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import random
 import re
 import signal
 import socket
+import subprocess
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -33,7 +35,8 @@ from wyoming.audio import AudioChunk
 from wyoming.client import AsyncTcpClient
 from wyoming.error import Error
 from wyoming.event import Event, async_read_event
-from wyoming.tts import Synthesize
+from wyoming.ping import Ping
+from wyoming.tts import Synthesize, SynthesizeStart
 
 from agent.settings import Settings
 from tests.integration.test_wyoming import audio_of, with_wyoming
@@ -271,6 +274,31 @@ async def real_client(port: int) -> list[Event]:
         return events
 
 
+async def open_at_stop(port: int, process: subprocess.Popen[bytes]) -> list[str]:
+    """Two clients hold their connections (one idle, one in an open stream) while the agent
+    gets SIGTERM: each reads ``error`` ``stopping``, then the end."""
+    async def held(opened: asyncio.Event, stream: bool) -> list[str]:
+        async with AsyncTcpClient("127.0.0.1", port) as client:
+            if stream:
+                await client.write_event(SynthesizeStart().event())
+            await client.write_event(Ping().event())
+            assert (await client.read_event()) is not None  # the pong: it is being served
+            opened.set()
+            seen = []
+            while (event := await asyncio.wait_for(client.read_event(), READ_S)) is not None:
+                seen.append(Error.from_event(event).code or "?" if event.type == "error"
+                            else event.type)
+            return seen
+
+    opened = [asyncio.Event(), asyncio.Event()]
+    tasks = [asyncio.create_task(held(o, stream)) for o, stream in zip(opened, (False, True),
+                                                                        strict=True)]
+    for o in opened:
+        await o.wait()
+    process.send_signal(signal.SIGTERM)
+    return [code for seen in await asyncio.gather(*tasks) for code in seen]
+
+
 def wait_listening(port: int, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -304,8 +332,9 @@ def test_every_wyoming_connection_gets_an_error_or_audio(settings: Settings,
         results = asyncio.run(fuzz(port, cases))
         events = asyncio.run(real_client(port))
         assert process.poll() is None, "the agent died"
-        process.send_signal(signal.SIGTERM)
+        at_stop = asyncio.run(open_at_stop(port, process))
         assert process.wait(30) == 0
+    assert at_stop == ["stopping", "stopping"], at_stop
     assert results == Counter({"ok": CONNECTIONS}), [r for r in results if r != "ok"][:10]
     assert events[0].type == "audio-start" and events[-1].type == "audio-stop", events
     log = log_path.read_text(encoding="utf-8", errors="replace")
