@@ -109,7 +109,8 @@ def test_a_client_that_never_reads_is_dropped_before_the_kernel_takes_its_audio(
     megabyte of audio and never reads. The kernel would grow the agent's send buffer to take
     all of it (the request ``finished`` into buffers, the client never dropped); with the
     buffer fixed, the writes block, the client is dropped after ``write_timeout_s`` and the
-    rest of its synthesis is cancelled."""
+    rest of its synthesis is cancelled; the connection is reset, so the client does not see it
+    open while the kernel tries to deliver what was buffered."""
     settings = tcp_settings(mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent",
                             write_timeout_s=1.0, idle_timeout_s=5.0)
     text = " ".join(f"Sentence number {n} of a long one." for n in range(90))  # ~1 MB of audio
@@ -129,6 +130,10 @@ def test_a_client_that_never_reads_is_dropped_before_the_kernel_takes_its_audio(
                 if section["requests"]:
                     break
                 time.sleep(0.1)
+            stalled.settimeout(30)
+            with pytest.raises(ConnectionResetError):  # reset: not minutes of buffered audio
+                while stalled.recv(65536):
+                    pass
         finally:
             stalled.close()
     shown = json.dumps(section)
