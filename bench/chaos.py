@@ -75,6 +75,7 @@ RESEND_EVERY = 7
 PING_EVERY = 4
 NOTIFY_EVERY = 5
 """Every this many commands (not a ping), a Home Assistant notify message instead of a speak."""
+KILL_WINDOW_S = 1.0
 WYOMING_CLIENTS = 4
 WRITE_TIMEOUT_S = 2.0
 
@@ -120,6 +121,7 @@ class Ledger:
     def __init__(self) -> None:
         self.cond = threading.Condition()
         self.sent: dict[str, str] = {}            # id -> command
+        self.sent_at: dict[str, float] = {}       # id -> wall time of its first send
         self.bodies: dict[str, dict[str, Any]] = {}
         self.resends: Counter[str] = Counter()
         self.events: dict[str, list[dict[str, Any]]] = {}
@@ -224,6 +226,7 @@ class Controller:
         with self.ledger.cond:
             if request_id in self.ledger.sent:
                 self.ledger.resends[request_id] += 1
+            self.ledger.sent_at.setdefault(request_id, time.time())
             self.ledger.sent[request_id] = command
             self.ledger.bodies[request_id] = body
         payload = json.dumps({"id": request_id, **body})
@@ -236,6 +239,7 @@ class Controller:
         ``speak`` object (``key`` its id too) is also counted by id, like a speak command."""
         with self.ledger.cond:
             self.ledger.notify_sent[key] = form
+            self.ledger.sent_at.setdefault(key, time.time())
             if form == "speak":
                 self.ledger.sent[key] = "notify"
                 self.ledger.bodies[key] = json.loads(payload)
@@ -433,6 +437,8 @@ def count(ledger: Ledger, crashes: list[dict[str, Any]]) -> dict[str, Any]:
                      for i in sent)
     twice = [i for i in sent if spoken_twice(ledger.events.get(i, []))]
     kills = [c["killed_at"] for c in crashes]
+    at_kill = [i for i in lost if not ledger.events.get(i) and any(
+        kill - KILL_WINDOW_S <= ledger.sent_at.get(i, 0) <= kill for kill in kills)]
     across = [i for i in twice if straddles(ledger.events[i], kills)]
     repeats = [i for i in duplicated if all(e["event"] == "duplicate"
                                             for e in ledger.finals(i)[1:])]
@@ -450,7 +456,8 @@ def count(ledger: Ledger, crashes: list[dict[str, Any]]) -> dict[str, Any]:
         "ping": sum(c == "ping" for c in sent.values()),
         "resends": sum(ledger.resends.values()),
         "accepted": sum(ledger.has(i, "accepted") for i in sent),
-        "with_final": len(sent) - len(lost), "lost": lost, "duplicated": duplicated,
+        "with_final": len(sent) - len(lost), "lost": lost, "lost_at_kill": at_kill,
+        "duplicated": duplicated,
         "duplicated_repeat_answers": repeats, "spoken_twice_across_restart": across,
         "probes": len(probes), "probes_spoken_again": [i for i in probes if i in twice],
         "unanswered": unanswered, "in_progress": sum(
@@ -513,6 +520,9 @@ def record(result: dict[str, Any], args: argparse.Namespace) -> Figures:
         ("accepted", result["accepted"], "speak ids that came back accepted"),
         ("with_final", result["with_final"], "ids that got a final event"),
         ("lost", len(result["lost"]), "ids sent that never got a final event"),
+        ("lost_at_kill", len(result["lost_at_kill"]),
+         f"of those, sent within {KILL_WINDOW_S:g} s before a kill and never heard of (read by "
+         "the agent, not yet accepted: not guaranteed, mqtt-protocol.md)"),
         ("unanswered", result["unanswered"],
          "sends (resends included) answered neither by a final nor by in_progress"),
         ("in_progress", result["in_progress"],
