@@ -13,8 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import socket
-import struct
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -43,7 +41,7 @@ from agent.wyoming.speech import (
     is_ssml,
     start_synthesis,
 )
-from agent.wyoming.wire import ProtocolError, linger_close, read_event
+from agent.wyoming.wire import ProtocolError, linger_close, read_event, reset_close
 
 if TYPE_CHECKING:
     from agent.audio.format import AudioChunk as Chunk
@@ -60,16 +58,6 @@ longer): the client can start playing while the rest of a long sentence is on th
 
 _REQUESTS = frozenset(("synthesize", "synthesize-start", "synthesize-chunk", "synthesize-stop"))
 """The events that keep a connection from idling out."""
-
-
-def _reset(writer: asyncio.StreamWriter) -> None:
-    """Close with a reset: the kernel drops what the client has not read (a plain close
-    would keep trying to deliver it, the client seeing an open connection for minutes)."""
-    sock = writer.get_extra_info("socket")
-    if sock is not None:
-        with contextlib.suppress(OSError):
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    writer.transport.abort()
 
 
 class Gone(Exception):
@@ -222,7 +210,7 @@ class Connection:
             self.server.count("dropped_clients")
             log.info("wyoming_client_dropped", peer=self.peer,
                      reason=f"not reading for {deadline:g} s")
-            _reset(self.writer)  # its unread audio is thrown away
+            reset_close(self.writer)  # its unread audio is thrown away
             raise Gone(f"not reading for {deadline:g} s") from exc
         except (ConnectionError, OSError) as exc:
             raise Gone(str(exc) or type(exc).__name__) from exc

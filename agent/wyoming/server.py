@@ -1,11 +1,10 @@
 """The Wyoming TTS server: its own event loop thread, a bounded pool for synthesis.
 
 Threads: ``wyoming`` runs the asyncio loop (accepting, reading and writing events), and
-``wyoming-synth-N`` (at most ``wyoming.max_syntheses``) the voice and the phrase cache, one
-chunk at a time. A connection beyond ``wyoming.max_clients`` takes the place of the one
-waiting longest for a request (``error`` ``replaced`` to it), or gets ``busy`` when every one
-is serving a request; a synthesis slot is held one chunk at a time, first come first served
-(docs/internals.md).
+``wyoming-synth-N`` (at most ``wyoming.max_syntheses``) the voice and the phrase cache. A
+connection beyond ``wyoming.max_clients`` takes the place of the one waiting longest for a
+request (``error`` ``replaced`` to it), or gets ``busy`` when every one serves a request; a
+synthesis slot is held one chunk at a time, first come first served (docs/internals.md).
 
 :meth:`WyomingServer.start` binds (a failure is kept in :meth:`stats`, for the health report,
 and logged; it never raises), :meth:`WyomingServer.stop` closes the listener, ends every open
