@@ -597,6 +597,8 @@ def record_doors(figures: Figures, result: dict[str, Any]) -> None:
         ("dropped", outcomes.get("dropped", 0), "clients that never read, dropped by the agent"),
         ("cut_by_kill", outcomes.get("cut by a kill", 0),
          "closed with no error and no end around an agent kill"),
+        ("hanging_by_kill", outcomes.get("hanging by a kill", 0),
+         "never-readers still open around an agent kill (the killed process's socket)"),
         ("cut", outcomes.get("cut", 0), "closed with no error and no end otherwise"),
         ("connect_failed", outcomes.get("connect failed", 0),
          "connects refused (the agent was down)"),

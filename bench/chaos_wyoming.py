@@ -149,12 +149,15 @@ def summary(attempts: list[dict[str, Any]], kills: list[float]) -> dict[str, Any
     outcomes: Counter[str] = Counter()
     for attempt in attempts:
         outcome = attempt["outcome"]
-        if outcome == "cut":
-            near = any(attempt["began"] - 1 <= kill <= attempt["ended"] + 3 for kill in kills)
-            outcome = "cut by a kill" if near else "cut"
+        near = any(attempt["began"] - 1 <= kill <= attempt["ended"] + 3 for kill in kills)
+        if outcome in ("cut", "hanging") and near:  # a killed process's kernel socket goes
+            outcome += " by a kill"  # on delivering what it had buffered to a non-reader
         outcomes[outcome] += 1
     by_kind = {kind: dict(Counter(a["outcome"] for a in attempts if a["kind"] == kind))
                for kind in sorted({a["kind"] for a in attempts})}
+    odd = [{**a, "since_kill_s": [round(a["began"] - k, 1) for k in kills]}
+           for a in attempts if a["outcome"] in ("cut", "hanging")]
     return {"attempts": len(attempts), "outcomes": dict(outcomes), "by_kind": by_kind,
+            "cut_or_hanging": odd,
             "errors": {k.removeprefix("error: "): v for k, v in outcomes.items()
                        if k.startswith("error: ")}}
