@@ -6,13 +6,16 @@ flight; what was lost, answered twice or spoken twice, and how long each reconne
 
 It starts its own Mosquitto on a free loopback port (persistence on, restarted on the same port
 with SIGTERM, as a production broker keeps sessions and queued messages) and the agent as a
-process (``python -m agent run``, default settings but for the broker, the voice and an ALSA
-``file`` PCM sink). A controller (plain paho, MQTT 5, QoS 1, persistent session, a unique id per
+process (``python -m agent run``, default settings but for the broker, the voice, an ALSA
+``file`` PCM sink, ``mqtt.ha_discovery`` and a Wyoming server on a loopback port). A controller
+(plain paho, MQTT 5, QoS 1, persistent session, a unique id per
 command) keeps sending short speak commands and pings, and now and then resends an id on
-purpose. Meanwhile the broker is restarted ``--restarts`` times (one of them stays down
-``--long-down-s``), and ``--kills`` times a burst of speak commands is queued, the agent is
-SIGKILLed once they are accepted, and started again on the same cache directory; once it is
-back, a speak command that had finished before the kill is resent.
+purpose, and Home Assistant notify messages (plain text, and ``speak`` objects with an id),
+each with a Response Topic and Correlation Data. Meanwhile the broker is restarted
+``--restarts`` times (one of them stays down ``--long-down-s``), and ``--kills`` times a burst
+of speak commands is queued, the agent is SIGKILLed once they are accepted, and started again
+on the same cache directory; once it is back, a speak command that had finished before the
+kill is resent.
 
 Per command id it counts: sent, accepted, finals, lost (never a final by the end, after a
 settle period), duplicated finals (more finals than the id was sent; a ``duplicate`` answer to
@@ -23,7 +26,13 @@ gap is from the broker listening again to the first message from the agent creat
 broker went down (its retained ``online``, or any event); the controller reconnects within
 0.2 s itself, so the gap can be over-stated by that much, never under-stated. Events are QoS 1
 too: a copy of an event already received (same id, event and ``ts``) is counted apart, not as
-a second final. Exit status 0 unless the bench itself broke; the figures say the rest.
+a second final. A notify message is counted by its answers on its Response Topic (the contract
+answers it there): lost (none), or answered more than once (plain text has no id, so a QoS 1
+redelivery is a new message, spoken again, as the contract says). Wyoming clients
+(``bench/chaos_wyoming.py``) connect, synthesize, stream, leave mid-stream and never read,
+through the restarts and the kill: their requests completed, errors with their codes, cuts by
+the kill, and connections left hanging. Exit status 0 unless the bench itself broke; the
+figures say the rest.
 """
 
 from __future__ import annotations
@@ -48,6 +57,7 @@ from tempfile import TemporaryDirectory
 from typing import Any
 
 import paho.mqtt.client as paho
+from chaos_wyoming import HANG_S, WyomingLoad, summary
 from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
@@ -63,6 +73,11 @@ BURST_TEXT = "Train number {n} to the airport leaves from platform two in a few 
 RESEND_EVERY = 7
 """Every this many speak commands, one sent a few commands earlier is resent on purpose."""
 PING_EVERY = 4
+NOTIFY_EVERY = 5
+"""Every this many commands (not a ping), a Home Assistant notify message instead of a speak."""
+KILL_WINDOW_S = 1.0
+WYOMING_CLIENTS = 4
+WRITE_TIMEOUT_S = 2.0
 
 
 class Broker:
@@ -106,6 +121,7 @@ class Ledger:
     def __init__(self) -> None:
         self.cond = threading.Condition()
         self.sent: dict[str, str] = {}            # id -> command
+        self.sent_at: dict[str, float] = {}       # id -> wall time of its first send
         self.bodies: dict[str, dict[str, Any]] = {}
         self.resends: Counter[str] = Counter()
         self.events: dict[str, list[dict[str, Any]]] = {}
@@ -113,6 +129,10 @@ class Ledger:
         self.agent_messages: list[tuple[float, float, str]] = []  # (arrival, ts, what)
         self.published = 0                        # commands sent
         self.acknowledged = 0                     # PUBACKs the controller got for them
+        self.notify_sent: dict[str, str] = {}     # correlation -> "text" or "speak"
+        self.replies: dict[str, list[dict[str, Any]]] = {}  # correlation -> finals there
+        self.reply_copies = 0
+        self.reply_topic = ""
 
     def on_message(self, message: paho.MQTTMessage) -> None:
         arrival = time.monotonic()
@@ -123,7 +143,16 @@ class Ledger:
         if not isinstance(body, dict):
             return
         with self.cond:
-            if message.topic.endswith("/status"):
+            if message.topic == self.reply_topic:
+                properties = getattr(message, "properties", None)
+                raw = getattr(properties, "CorrelationData", b"") or b""
+                seen = self.replies.setdefault(raw.decode(errors="replace"), [])
+                if any(e.get("id") == body.get("id") and e.get("event") == body.get("event")
+                       and e.get("ts") == body.get("ts") for e in seen):
+                    self.reply_copies += 1
+                else:
+                    seen.append(body)
+            elif message.topic.endswith("/status"):
                 if body.get("state") == "online":
                     self.agent_messages.append((arrival, float(body.get("ts") or 0), "online"))
             elif isinstance(body.get("id"), str):
@@ -167,6 +196,7 @@ class Controller:
         self.ledger = ledger
         self.run = run
         self.prefix = f"tts/{DEVICE}"
+        self.reply_topic = ledger.reply_topic = f"tts/reply/chaos-{run}"
         self.client = paho.Client(CallbackAPIVersion.VERSION2, client_id=f"chaos-ctl-{run}",
                                   protocol=paho.MQTTv5)
         self.client.reconnect_delay_set(0.05, 0.2)  # type: ignore[arg-type]  # seconds, floats work
@@ -188,18 +218,36 @@ class Controller:
             return
         if not flags.session_present:  # a restored session keeps its subscriptions (and a
             # new subscription would bring back the retained status of before)
-            client.subscribe([(f"{self.prefix}/events", 1), (f"{self.prefix}/status", 1)])
+            client.subscribe([(f"{self.prefix}/events", 1), (f"{self.prefix}/status", 1),
+                              (self.reply_topic, 1)])
         self.connected.set()
 
     def send(self, command: str, request_id: str, body: dict[str, Any]) -> None:
         with self.ledger.cond:
             if request_id in self.ledger.sent:
                 self.ledger.resends[request_id] += 1
+            self.ledger.sent_at.setdefault(request_id, time.time())
             self.ledger.sent[request_id] = command
             self.ledger.bodies[request_id] = body
         payload = json.dumps({"id": request_id, **body})
         self.client.publish(f"{self.prefix}/cmd/{command}", payload, qos=1)  # paho queues it
         with self.ledger.cond:                                                # while away
+            self.ledger.published += 1
+
+    def notify(self, key: str, payload: str, form: str) -> None:
+        """A notify message with a Response Topic and ``key`` as its Correlation Data; a
+        ``speak`` object (``key`` its id too) is also counted by id, like a speak command."""
+        with self.ledger.cond:
+            self.ledger.notify_sent[key] = form
+            self.ledger.sent_at.setdefault(key, time.time())
+            if form == "speak":
+                self.ledger.sent[key] = "notify"
+                self.ledger.bodies[key] = json.loads(payload)
+        properties = Properties(PacketTypes.PUBLISH)
+        properties.ResponseTopic = self.reply_topic
+        properties.CorrelationData = key.encode()
+        self.client.publish(f"{self.prefix}/ha/notify", payload, qos=1, properties=properties)
+        with self.ledger.cond:
             self.ledger.published += 1
 
     def _acknowledged(self, *_: Any) -> None:
@@ -215,6 +263,13 @@ class Controller:
                 self.send("ping", f"{self.run}-p{n}", {})
                 continue
             request_id, text = f"{self.run}-s{n}", f"{TEXTS[n % len(TEXTS)]} {n}."
+            if n % NOTIFY_EVERY == NOTIFY_EVERY - 2:
+                if n % 2:
+                    self.notify(f"{self.run}-t{n}", text, "text")
+                else:
+                    key = f"{self.run}-h{n}"
+                    self.notify(key, json.dumps({"id": key, "text": text}), "speak")
+                continue
             self.send("speak", request_id, {"text": text})
             speaks.append((request_id, text))
             if len(speaks) % RESEND_EVERY == 0:
@@ -225,7 +280,9 @@ class Controller:
 class Agent:
     """``python -m agent run`` as a process of its own (its own process group)."""
 
-    def __init__(self, work: Path, port: int, args: argparse.Namespace) -> None:
+    def __init__(self, work: Path, port: int, wyoming_port: int, args: argparse.Namespace
+                 ) -> None:
+        self.wyoming_port = wyoming_port
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("TTS_AGENT_")}
         self.env.update({
             "TTS_AGENT_DEVICE_ID": DEVICE, "TTS_AGENT_MQTT__HOST": "127.0.0.1",
@@ -233,7 +290,9 @@ class Agent:
             "TTS_AGENT_MODELS__DEFAULT_VOICE": args.voice, "TTS_AGENT_MODELS__WATCH": "false",
             "TTS_AGENT_AUDIO__DEVICE": f"file:'{work / 'out.raw'}',raw",
             "TTS_AGENT_CACHE__DIR": str(work / "cache"), "TTS_AGENT_LOG__LEVEL": "warning",
-            "TTS_AGENT_LOG__FORMAT": "console",
+            "TTS_AGENT_LOG__FORMAT": "console", "TTS_AGENT_MQTT__HA_DISCOVERY": "true",
+            "TTS_AGENT_WYOMING__URI": f"tcp://127.0.0.1:{wyoming_port}",
+            "TTS_AGENT_WYOMING__WRITE_TIMEOUT_S": str(WRITE_TIMEOUT_S),
         })
         self.env.pop("NOTIFY_SOCKET", None)
         if args.replay:
@@ -290,8 +349,8 @@ def crash(controller: Controller, agent: Agent, ledger: Ledger, kill: int, burst
     code = agent.end(signal.SIGKILL)
     threading.Event().wait(0.5)  # what the agent wrote before it died reaches the controller
     with ledger.cond:
-        pending = [i for i, command in ledger.sent.items()
-                   if command == "speak" and ledger.has(i, "accepted") and not ledger.finals(i)]
+        pending = [i for i, command in ledger.sent.items() if command in ("speak", "notify")
+                   and ledger.has(i, "accepted") and not ledger.finals(i)]
     restarted = agent.start()
     online = ledger.online_since(restarted, WAIT_S)
     if probe is not None:
@@ -305,7 +364,11 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     broker, ledger, token = Broker(work), Ledger(), uuid.uuid4().hex[:6]
     broker.start()
     controller = Controller(broker.port, ledger, token, args.period_s)
-    agent = Agent(work, broker.port, args)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        wyoming_port = int(sock.getsockname()[1])
+    agent = Agent(work, broker.port, wyoming_port, args)
+    wyoming = WyomingLoad(wyoming_port, WYOMING_CLIENTS, WRITE_TIMEOUT_S)
     controller.client.loop_start()
     try:
         if not controller.connected.wait(10):
@@ -313,11 +376,15 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         if not ledger.online_since(agent.start(), WAIT_S):
             raise SystemExit("the agent did not come online")
         controller.thread.start()
+        wyoming.start()
         outcome = chaos(args, broker, controller, agent)
         controller.stop.set()
         controller.thread.join(5)
+        wyoming.stop()
         ids = list(ledger.sent)
-        outcome["settled"] = ledger.wait(ids, ledger.finals, args.settle_s)
+        keys = list(ledger.notify_sent)
+        outcome["settled"] = ledger.wait(ids, ledger.finals, args.settle_s) and ledger.wait(
+            keys, lambda k: bool(ledger.replies.get(k)), args.settle_s)
         threading.Event().wait(2.0)  # a late second final would arrive now
         outcome["agent_exit"] = agent.end(signal.SIGTERM)
         outcome["tracebacks"] = agent.tracebacks()
@@ -327,7 +394,9 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         agent.end(signal.SIGKILL)
         controller.client.loop_stop()
         broker.stop()
-    return outcome | count(ledger, outcome["crashes"])
+    kills = [c["killed_at"] for c in outcome["crashes"]]
+    return outcome | count(ledger, outcome["crashes"]) | {
+        "notify": count_notify(ledger), "wyoming": summary(wyoming.attempts, kills)}
 
 
 def chaos(args: argparse.Namespace, broker: Broker, controller: Controller, agent: Agent
@@ -368,6 +437,8 @@ def count(ledger: Ledger, crashes: list[dict[str, Any]]) -> dict[str, Any]:
                      for i in sent)
     twice = [i for i in sent if spoken_twice(ledger.events.get(i, []))]
     kills = [c["killed_at"] for c in crashes]
+    at_kill = [i for i in lost if not ledger.events.get(i) and any(
+        kill - KILL_WINDOW_S <= ledger.sent_at.get(i, 0) <= kill for kill in kills)]
     across = [i for i in twice if straddles(ledger.events[i], kills)]
     repeats = [i for i in duplicated if all(e["event"] == "duplicate"
                                             for e in ledger.finals(i)[1:])]
@@ -385,7 +456,8 @@ def count(ledger: Ledger, crashes: list[dict[str, Any]]) -> dict[str, Any]:
         "ping": sum(c == "ping" for c in sent.values()),
         "resends": sum(ledger.resends.values()),
         "accepted": sum(ledger.has(i, "accepted") for i in sent),
-        "with_final": len(sent) - len(lost), "lost": lost, "duplicated": duplicated,
+        "with_final": len(sent) - len(lost), "lost": lost, "lost_at_kill": at_kill,
+        "duplicated": duplicated,
         "duplicated_repeat_answers": repeats, "spoken_twice_across_restart": across,
         "probes": len(probes), "probes_spoken_again": [i for i in probes if i in twice],
         "unanswered": unanswered, "in_progress": sum(
@@ -397,6 +469,22 @@ def count(ledger: Ledger, crashes: list[dict[str, Any]]) -> dict[str, Any]:
         "after_crash_finals": dict(after_crash), "rejected_reasons": dict(rejected),
         "trails": {i: trail(ledger, i) for i in {*lost, *duplicated, *twice}},
     }
+
+
+def count_notify(ledger: Ledger) -> dict[str, Any]:
+    """The notify messages by their answers on the Response Topic."""
+    sent = dict(ledger.notify_sent)
+    replies = {k: ledger.replies.get(k, []) for k in sent}
+    lost = [k for k, r in replies.items() if not r]
+    repeated = [k for k, r in replies.items() if len(r) > 1]
+    return {"sent": len(sent), "text": sum(f == "text" for f in sent.values()),
+            "speak": sum(f == "speak" for f in sent.values()),
+            "answered": len(sent) - len(lost), "lost": lost,
+            "answered_twice": [k for k in repeated if sent[k] == "speak"],
+            "text_answered_twice": [k for k in repeated if sent[k] == "text"],
+            "reply_copies": ledger.reply_copies,
+            "finals_by_event": dict(Counter(e["event"] for r in replies.values() for e in r)),
+            "trails": {k: replies[k] for k in repeated}}
 
 
 def straddles(events: list[dict[str, Any]], kills: list[float]) -> bool:
@@ -426,11 +514,15 @@ def record(result: dict[str, Any], args: argparse.Namespace) -> Figures:
     long_gap = next((g["gap_s"] for g in result["restarts"] if g["long"]), None)
     seen = sum(g["gap_s"] is not None for g in result["restarts"])
     counts = [
-        ("sent", result["sent"], "commands sent (distinct ids: speak and ping)"),
+        ("sent", result["sent"],
+         "commands sent (distinct ids: speak, ping, notify speak objects)"),
         ("resends", result["resends"], "deliberate resends of an id already sent"),
         ("accepted", result["accepted"], "speak ids that came back accepted"),
         ("with_final", result["with_final"], "ids that got a final event"),
         ("lost", len(result["lost"]), "ids sent that never got a final event"),
+        ("lost_at_kill", len(result["lost_at_kill"]),
+         f"of those, sent within {KILL_WINDOW_S:g} s before a kill and never heard of (read by "
+         "the agent, not yet accepted: not guaranteed, mqtt-protocol.md)"),
         ("unanswered", result["unanswered"],
          "sends (resends included) answered neither by a final nor by in_progress"),
         ("in_progress", result["in_progress"],
@@ -471,18 +563,64 @@ def record(result: dict[str, Any], args: argparse.Namespace) -> Figures:
          figures.add("gap_long", None if long_gap is None else long_gap * 1000, "ms",
                      f"broker back -> agent heard from, after {args.long_down_s:g} s down")]]
     figures.table("Reconnect gap after a broker restart", ["", "value"], gaps)
+    record_doors(figures, result)
     targets(figures, result, long_gap)
     return figures
 
 
+def record_doors(figures: Figures, result: dict[str, Any]) -> None:
+    """The Home Assistant notify messages and the Wyoming clients."""
+    notify = result["notify"]
+    rows: list[list[str | None]] = [[what, figures.add(f"notify.{key}", value, "", what)]
+                                    for key, value, what in (
+        ("sent", notify["sent"], "notify messages sent, each with a Response Topic"),
+        ("text", notify["text"], "of those, plain text"),
+        ("speak", notify["speak"], "of those, speak objects with an id"),
+        ("answered", notify["answered"], "answered on their Response Topic"),
+        ("lost", len(notify["lost"]), "never answered there"),
+        ("answered_twice", len(notify["answered_twice"]),
+         "speak objects answered more than once there"),
+        ("text_answered_twice", len(notify["text_answered_twice"]),
+         "plain text answered more than once (a QoS 1 redelivery: no id, a new message)"))]
+    figures.table("Home Assistant notify", ["", "count"], rows)
+    rows = []
+    wyoming = result["wyoming"]
+    outcomes = wyoming["outcomes"]
+    errors = sum(wyoming["errors"].values())
+    codes = ", ".join(f"{code} {n}" for code, n in sorted(wyoming["errors"].items()))
+    rows += [[what, figures.add(f"wyoming.{key}", value, "", what)]
+             for key, value, what in (
+        ("attempts", wyoming["attempts"], "Wyoming connections attempted"),
+        ("completed", outcomes.get("completed", 0), "requests completed (audio to its end)"),
+        ("errors", errors, "answered with an error event"),
+        ("left", outcomes.get("left", 0), "clients that left after the first audio"),
+        ("dropped", outcomes.get("dropped", 0), "clients that never read, dropped by the agent"),
+        ("cut_by_kill", outcomes.get("cut by a kill", 0),
+         "closed with no error and no end around an agent kill"),
+        ("hanging_by_kill", outcomes.get("hanging by a kill", 0),
+         "never-readers still open around an agent kill (the killed process's socket)"),
+        ("cut", outcomes.get("cut", 0), "closed with no error and no end otherwise"),
+        ("connect_failed", outcomes.get("connect failed", 0),
+         "connects refused (the agent was down)"),
+        ("hanging", outcomes.get("hanging", 0),
+         f"connections left hanging (no event, no close for {HANG_S:g} s)"))]
+    figures.table("Wyoming clients", ["", "count"], rows,
+                  note=f"error codes: {codes}" if codes else "")
+
+
 def targets(figures: Figures, result: dict[str, Any], long_gap: float | None) -> None:
+    wyoming = result["wyoming"]["outcomes"]
     checks = [
         ("0 lost", not result["lost"] and not result["unanswered"]),
         ("0 spoken twice", not result["spoken_twice"]),
         ("every accepted command answered after a crash",
          result["answered_after_crash"] == result["pending_at_kill"]),
         ("reconnect gap after the long outage under 5 s",
-         long_gap is not None and long_gap < 5.0)]
+         long_gap is not None and long_gap < 5.0),
+        ("every notify message answered on its Response Topic",
+         not result["notify"]["lost"] and not result["notify"]["answered_twice"]),
+        ("0 Wyoming connections left hanging or cut outside a kill",
+         not wyoming.get("hanging") and not wyoming.get("cut"))]
     rows: list[list[str | None]] = [
         [label, figures.add(f"target.{n}", met, "", f"target met: {label}")]
         for n, (label, met) in enumerate(checks)]
@@ -508,6 +646,11 @@ def report(result: dict[str, Any]) -> None:
           f"the restart {result['answered_after_crash']}: {result['after_crash_finals']}")
     print("reconnect gaps (s): " + ", ".join("-" if g is None else f"{g:.2f}" for g in gaps))
     print(f"finals {result['finals_by_event']}; rejected {result['rejected_reasons']}")
+    notify = result["notify"]
+    print(f"notify: sent {notify['sent']}, answered {notify['answered']}, lost "
+          f"{len(notify['lost'])}, answered twice {len(notify['answered_twice'])} (plain text "
+          f"{len(notify['text_answered_twice'])}): {notify['finals_by_event']}")
+    print(f"wyoming: {result['wyoming']['attempts']} attempts: {result['wyoming']['outcomes']}")
 
 
 def main() -> int:

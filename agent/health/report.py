@@ -340,7 +340,10 @@ class WyomingSection(TypedDict):
     max_syntheses: int
     connections: int
     refused_clients: int
-    """Connections answered ``busy`` (over ``wyoming.max_clients``) and closed."""
+    """Connections answered ``busy`` (over ``wyoming.max_clients``, every one serving a
+    request) and closed."""
+    replaced_clients: int
+    """Idle connections closed (``replaced``) to make room for a newcomer."""
     requests: int
     dropped_clients: int
     """Clients dropped for not reading within ``wyoming.write_timeout_s``."""

@@ -61,8 +61,9 @@ class WyomingSettings(BaseModel):
         "chunks together) may have; longer is refused with an error event.")
     max_clients: int = Field(
         default=4, ge=1, le=256,
-        description="Connections served at once; one more is answered with an error event "
-        "and closed.")
+        description="Connections served at once; one more takes the place of the connection "
+        "waiting longest for a request (told error \"replaced\"), or is refused with error "
+        "\"busy\" when every one is serving a request.")
     max_syntheses: int = Field(
         default=1, ge=1, le=16,
         description="Wyoming syntheses running at once (one thread each, beside the speaker's "

@@ -41,7 +41,7 @@ from agent.wyoming.speech import (
     is_ssml,
     start_synthesis,
 )
-from agent.wyoming.wire import ProtocolError, linger_close, read_event
+from agent.wyoming.wire import ProtocolError, linger_close, read_event, reset_close
 
 if TYPE_CHECKING:
     from agent.audio.format import AudioChunk as Chunk
@@ -108,10 +108,38 @@ class Connection:
         self.peer = str(writer.get_extra_info("peername") or "unix")
         self.opened = self.last_request = time.monotonic()
         """When the connection opened, when its last request came (the idle budget)."""
+        self.waiting = False
+        """Waiting for the client's next event, no request being served (it may give its
+        place to a newcomer: :meth:`replace`)."""
+        self.replaced: str | None = None
+        """Why it gives its place to a newcomer (set by :meth:`replace`)."""
+        self.closing = False
+        """Its last event is written: it is being closed."""
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def leaving(self) -> bool:
+        """Closing or replaced: it holds no place any more."""
+        return self.closing or self.replaced is not None
+
+    def idle_s(self, now: float) -> float | None:
+        """How long it has waited for a request, or None while it serves one (a synthesis,
+        an open stream, any event being answered) or is already leaving."""
+        if not self.waiting or self.stream is not None or self.leaving:
+            return None
+        return now - self.last_request
+
+    def replace(self, reason: str) -> None:
+        """Give the place to a newcomer: the client is sent ``error`` ``replaced`` with
+        ``reason``, then the connection closes (only while :meth:`idle_s` is not None)."""
+        self.replaced = reason
+        if self._task is not None:
+            self._task.cancel()
 
     # -- the loop -------------------------------------------------------------------------
 
     async def run(self) -> None:
+        self._task = asyncio.current_task()
         try:
             async with asyncio.timeout(self.settings.max_connection_s):
                 try:
@@ -131,6 +159,7 @@ class Connection:
         except (ConnectionError, OSError) as exc:
             log.info("wyoming_client_gone", peer=self.peer, error=str(exc))
         finally:
+            self.closing = True
             stream, self.stream = self.stream, None
             if stream is not None:  # refused, failed, or cut by the client or a stop
                 self.server.record(stream.outcome if stream.failed else Outcome.INTERRUPTED,
@@ -142,8 +171,15 @@ class Connection:
         while True:
             left = idle - (time.monotonic() - self.last_request)
             try:
-                event = await asyncio.wait_for(
-                    read_event(self.reader, self.settings.max_event_bytes), max(0.0, left))
+                event = await self._next(max(0.0, left))
+            except asyncio.CancelledError:
+                if self.replaced is None:
+                    raise
+                task = asyncio.current_task()
+                if task is not None:
+                    task.uncancel()
+                await self.refuse("replaced", self.replaced)
+                return
             except TimeoutError:
                 await self.refuse("idle", f"no request for {idle:g} s: closing")
                 return
@@ -155,6 +191,15 @@ class Connection:
                 return
             await self.handle(event)
 
+    async def _next(self, timeout: float) -> Event | None:
+        """The client's next event (``waiting`` meanwhile: the place can be given away)."""
+        self.waiting = True
+        try:
+            return await asyncio.wait_for(read_event(self.reader, self.settings.max_event_bytes),
+                                          timeout)
+        finally:
+            self.waiting = False
+
     async def send(self, event: Event) -> None:
         """Write ``event``; a client that does not read it within ``write_timeout_s`` is gone
         (dropped, counted in the health report's ``dropped_clients``)."""
@@ -165,7 +210,7 @@ class Connection:
             self.server.count("dropped_clients")
             log.info("wyoming_client_dropped", peer=self.peer,
                      reason=f"not reading for {deadline:g} s")
-            self.writer.transport.abort()  # its unread audio is thrown away
+            reset_close(self.writer)  # its unread audio is thrown away
             raise Gone(f"not reading for {deadline:g} s") from exc
         except (ConnectionError, OSError) as exc:
             raise Gone(str(exc) or type(exc).__name__) from exc

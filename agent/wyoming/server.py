@@ -1,9 +1,9 @@
 """The Wyoming TTS server: its own event loop thread, a bounded pool for synthesis.
 
-Threads: ``wyoming`` runs the asyncio loop (accepting, reading and writing events; nothing
-there blocks), ``wyoming-synth-N`` (at most ``wyoming.max_syntheses``) run the voice, one chunk
-at a time, and the phrase cache. Neither is the MQTT network thread or the speaker's own
-synthesis worker. A connection beyond ``wyoming.max_clients`` gets ``error`` ``busy``; a
+Threads: ``wyoming`` runs the asyncio loop (accepting, reading and writing events), and
+``wyoming-synth-N`` (at most ``wyoming.max_syntheses``) the voice and the phrase cache. A
+connection beyond ``wyoming.max_clients`` takes the place of the one waiting longest for a
+request (``error`` ``replaced`` to it), or gets ``busy`` when every one serves a request; a
 synthesis slot is held one chunk at a time, first come first served (docs/internals.md).
 
 :meth:`WyomingServer.start` binds (a failure is kept in :meth:`stats`, for the health report,
@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import functools
 import os
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -53,6 +54,11 @@ _MAX_ERROR_CHARS = 200
 _MAX_LINGERING = 64
 """Refused connections read at once before their close; past this, closed at once."""
 _CLOSE_TRIES = 200
+SEND_BUFFER_BYTES = 128 * 1024
+"""A connection's socket send buffer (the kernel doubles it): a few seconds of audio."""
+PLACE_GRACE_S = 1.0
+"""A connection gives its place to a newcomer only after this long without a request, so a
+client between its connect (or its last answer) and its request keeps it."""
 
 
 class Outcomes(Protocol):
@@ -90,6 +96,7 @@ class WyomingServer:
         self.listening = False
         self.bind_error: str | None = None
         self.counts: dict[str, int] = {"connections": 0, "refused_clients": 0, "requests": 0,
+                                       "replaced_clients": 0,
                                        "dropped_clients": 0, "cancelled_syntheses": 0,
                                        **dict.fromkeys(WYOMING_OUTCOMES, 0)}
         """Connections, requests and the requests by outcome (the enum's values as keys)."""
@@ -203,11 +210,12 @@ class WyomingServer:
         if self._stop is not None and self._stop.is_set():
             writer.close()
             return
-        if len(self._conns) >= self.settings.max_clients:
+        if self._places_taken() >= self.settings.max_clients and not self._make_room():
             with self._lock:
                 self.counts["refused_clients"] += 1
             await self._refuse_busy(reader, writer)
             return
+        _bound_send_buffer(writer)
         conn = Connection(self, reader, writer)
         task = asyncio.current_task()
         if task is None:  # asyncio runs every client callback as a task
@@ -217,8 +225,32 @@ class WyomingServer:
             self.counts["connections"] += 1
         try:
             await conn.run()
+        except asyncio.CancelledError:  # the server stops: ended here, not in asyncio's
+            pass  # stream callback (which logs a cancelled client task as an error, 3.11)
         finally:
             self._conns.pop(task, None)
+
+    def _places_taken(self) -> int:
+        """Connections that hold a place (not those closing: replaced, answered, gone)."""
+        return sum(not conn.leaving for conn in self._conns.values())
+
+    def _make_room(self) -> bool:
+        """The server is full: the connection waiting longest for a request (at least
+        ``PLACE_GRACE_S``; never one serving a request) gives its place to a newcomer. False
+        when every connection is busy."""
+        now = time.monotonic()
+        idle = [(since, conn) for conn in self._conns.values()
+                if (since := conn.idle_s(now)) is not None and since >= PLACE_GRACE_S]
+        if not idle:
+            return False
+        since, conn = max(idle, key=lambda pair: pair[0])
+        conn.replace(f"the server is full (at most {self.settings.max_clients} clients) and "
+                     f"this connection had no request for {since:.1f} s: its place goes to a "
+                     "new client")
+        with self._lock:
+            self.counts["replaced_clients"] += 1
+        log.info("wyoming_client_replaced", peer=conn.peer, idle_s=round(since, 1))
+        return True
 
     async def _refuse_busy(self, reader: asyncio.StreamReader,
                            writer: asyncio.StreamWriter) -> None:
@@ -298,7 +330,8 @@ class WyomingServer:
                 "clients": len(self._conns), "max_clients": self.settings.max_clients,
                 "max_syntheses": self.settings.max_syntheses,
                 "connections": counts["connections"],
-                "refused_clients": counts["refused_clients"], "requests": counts["requests"],
+                "refused_clients": counts["refused_clients"],
+                "replaced_clients": counts["replaced_clients"], "requests": counts["requests"],
                 "dropped_clients": counts["dropped_clients"],
                 "cancelled_syntheses": counts["cancelled_syntheses"],
                 "finished": counts[Outcome.FINISHED], "failed": counts[Outcome.FAILED],
@@ -306,6 +339,16 @@ class WyomingServer:
                 "interrupted": counts[Outcome.INTERRUPTED],
                 "last_error": last_error, "zeroconf": self.zeroconf,
                 "state": "degraded" if problem else "ok", "reason": problem}
+
+
+def _bound_send_buffer(writer: asyncio.StreamWriter) -> None:
+    """Fix the socket's send buffer at ``SEND_BUFFER_BYTES``: the kernel would otherwise grow it
+    to megabytes for a client that does not read, taking minutes of audio before a write
+    blocks and ``write_timeout_s`` can tell."""
+    sock = writer.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER_BYTES)
 
 
 def _close(chunks: Iterator[Any]) -> None:

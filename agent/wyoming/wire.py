@@ -11,13 +11,16 @@ written with the library's :func:`wyoming.event.async_write_event`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
+import struct
 from typing import Any
 
 from wyoming.event import Event
 
 from agent.jsonbound import JsonError, TooDeep, loads
 
-__all__ = ["ProtocolError", "linger_close", "read_event"]
+__all__ = ["ProtocolError", "linger_close", "read_event", "reset_close"]
 
 _MAX_TYPE_CHARS = 64
 LINGER_S = 1.0
@@ -103,3 +106,13 @@ async def linger_close(reader: asyncio.StreamReader, writer: asyncio.StreamWrite
         pass
     finally:
         writer.close()
+
+
+def reset_close(writer: asyncio.StreamWriter) -> None:
+    """Close with a reset: the kernel drops what the client has not read (a plain close
+    would keep trying to deliver it, the client seeing an open connection for minutes)."""
+    sock = writer.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    writer.transport.abort()

@@ -10,9 +10,13 @@ oversize payloads.
 Every message that carries a readable id has a unique one (``fz-<n>``) and must get exactly one
 final event under it; every other message that reaches a command topic must get one final
 under a generated id (counted); a Hermes say for this site gets exactly one ``sayFinished``;
-messages for other devices, groups and sites get nothing. The daemon's log must hold no
-traceback and no error, and the agent must still speak afterwards. Messages go out in windows,
-each waited for, so the agent's outgoing queue is never the limit being tested.
+messages for other devices, groups and sites get nothing. Then (#27) the Home Assistant notify
+topic, with pings between: plain text (numbers, control characters, ``[Alarm] ...``) and
+``speak`` objects to be spoken, and JSON arrays, deep nesting, oversize, bad UTF-8, empty and
+ill-typed payloads to be refused; each carries a Response Topic, where its one final event
+must come with its Correlation Data (``finished`` for the valid ones: spoken). The daemon's
+log must hold no traceback and no error, and the agent must still speak afterwards. Messages
+go out in windows, each waited for, so the agent's outgoing queue is never the limit tested.
 """
 
 from __future__ import annotations
@@ -52,6 +56,12 @@ GROUP = "lobby"
 MAX_PAYLOAD = 65_536
 WAIT_S = 120.0
 SENTENCES = ("Doors closing.", "Mind the gap.", "Platform two.", "Hello there.")
+NOTIFY = 300
+NOTIFY_SPEAKS = 24
+NOTIFY_OVERSIZE = 4
+REPLY = NS.reply("fuzz")
+SPOKEN_NOTIFY = ("42", "-3.5", "[Alarm] front door open.", "Caf\u00e9 is open.",
+                 "\x1b[2J Alarm\x07 at the door.", "Tab\there.\r\n", *SENTENCES)
 
 Expect = Literal["id", "anon", "none"]
 """``id``: one final under the message's id; ``anon``: one final under a generated id;
@@ -66,6 +76,10 @@ class Message:
     request_id: str | None = None
     say_id: str | None = None
     """A Hermes say for this site: the id its ``sayFinished`` must carry."""
+    correlation: bytes | None = None
+    """Published with the Response Topic ``REPLY`` and this Correlation Data."""
+    reply: str | None = None
+    """The one final event expected on the Response Topic."""
 
 
 def _json(data: dict[str, Any]) -> bytes:
@@ -80,6 +94,8 @@ class Fuzz:
         self.count = 0
         self.speaks = 0
         self.oversize = 0
+        self.notify_speaks = 0
+        self.notify_oversize = 0
 
     def next_id(self) -> str:
         self.count += 1
@@ -211,6 +227,51 @@ class Fuzz:
                                  NS.group_command("basement", "ping").value))
         return Message(topic, _json({"id": request_id}), "none", request_id)
 
+    def notify(self) -> Message:
+        """A message on the Home Assistant notify topic, with a Response Topic."""
+        request_id = self.next_id()
+        rid, topic, corr = request_id.encode(), DEV.ha_notify.value, request_id.encode()
+        roll = self.rng.randrange(12)
+        if roll < 3 and self.notify_speaks < NOTIFY_SPEAKS:
+            self.notify_speaks += 1
+            if roll == 0:
+                body = _json({"id": request_id, "text": self.rng.choice(SENTENCES)})
+                return Message(topic, body, "id", request_id, None, corr, "finished")
+            text = self.rng.choice(SPOKEN_NOTIFY).encode()
+            return Message(topic, text, "anon", None, None, corr, "finished")
+        deep = self.rng.randint(201, 20_000)
+        if roll < 7:
+            payload = self.rng.choice((
+                b'["an", "array"]', b'[{"id": "zz"}]', b"[" * deep + b"]" * deep, b"[]",
+                ("a" * 5_001).encode(), b"caf\xe9 \xff", b"", b"  \n\t ", b"Hello\x00 there",
+                b'{"text": "\\ud800"}', b'{"text": 5}', b'{"text": "a", "colour": 1}',
+                b"{not json", b'{"inner": {"id": "fz-inner"}, "text": 7}', b"{}"))
+            if roll == 6 and self.notify_oversize < NOTIFY_OVERSIZE:
+                self.notify_oversize += 1
+                payload = b"x" * (MAX_PAYLOAD + 10)
+            return Message(topic, payload, "anon", None, None, corr, "rejected")
+        payload = self.rng.choice((
+            b'{"id": "' + rid + b'", "text": "x", "x": ' + b"{\"a\":" * deep + b"0"
+            + b"}" * deep + b"}",
+            b'{"id": "' + rid + b'", "text": "caf\xe9"}',
+            _json({"id": request_id, "text": ""}),
+            _json({"id": request_id, "text": "a", "priority": "loudest"}),
+            _json({"id": request_id, "text": "a", "volume": [1]}),
+            b'{"id": "' + rid + b'", "text": "a", "n": ' + b"9" * 5_000 + b"}"))
+        return Message(topic, payload, "id", request_id, None, corr, "rejected")
+
+    def notify_phase(self, count: int) -> list[Message]:
+        """Notify messages with a ping now and then (nothing that stops or preempts)."""
+        out: list[Message] = []
+        for _ in range(count):
+            if self.rng.random() < 0.1:
+                request_id = self.next_id()
+                out.append(Message(DEV.command("ping").value, _json({"id": request_id}), "id",
+                                   request_id))
+            else:
+                out.append(self.notify())
+        return out
+
     def messages(self, count: int) -> list[Message]:
         out: list[Message] = []
         for _ in range(count):
@@ -238,10 +299,12 @@ class Finals:
         self.finals: Counter[str] = Counter()
         self.events: dict[str, list[dict[str, Any]]] = {}
         self.say_finished: Counter[str] = Counter()
+        self.replies: dict[bytes, list[str]] = {}
         self.hermes_errors = 0
         self.online = False
         filters = [DEV.events.as_filter(), DEV.status.as_filter(),
-                   HERMES_SAY_FINISHED.as_filter(), HERMES_ERROR.as_filter()]
+                   HERMES_SAY_FINISHED.as_filter(), HERMES_ERROR.as_filter(),
+                   REPLY.as_filter()]
         self.client = MqttClient(broker.settings(), "fuzz-controller", subscriptions=filters,
                                  on_message=self._record, persistent=False)
 
@@ -251,6 +314,9 @@ class Finals:
             if message.topic == DEV.events and data.get("final"):
                 self.finals[data["id"]] += 1
                 self.events.setdefault(data["id"], []).append(data)
+            elif message.topic == REPLY:
+                self.replies.setdefault(message.correlation_data or b"", []).append(
+                    str(data.get("event")))
             elif message.topic == HERMES_SAY_FINISHED:
                 self.say_finished[str(data.get("id"))] += 1
             elif message.topic == HERMES_ERROR:
@@ -263,11 +329,14 @@ class Finals:
         """Finals under ids the fuzz did not send (generated by the agent)."""
         return sum(n for request_id, n in self.finals.items() if not request_id.startswith("fz-"))
 
-    def answered(self, ids: list[str], anonymous: int, says: list[str]) -> bool:
-        """Whether each of ``ids`` has a final, ``anonymous`` finals came under generated ids
-        and each of ``says`` has its ``sayFinished`` (caller holds the condition)."""
+    def answered(self, ids: list[str], anonymous: int, says: list[str],
+                 replies: list[bytes]) -> bool:
+        """Whether each of ``ids`` has a final, ``anonymous`` finals came under generated ids,
+        each of ``says`` has its ``sayFinished`` and each of ``replies`` its answer on the
+        Response Topic (caller holds the condition)."""
         return (all(self.finals[i] for i in ids) and self.anonymous() >= anonymous
-                and all(self.say_finished[s] for s in says))
+                and all(self.say_finished[s] for s in says)
+                and all(r in self.replies for r in replies))
 
     def wait(self, done: Callable[[], bool], what: str, timeout: float = WAIT_S) -> None:
         deadline = time.monotonic() + timeout
@@ -291,7 +360,8 @@ class Finals:
 @pytest.fixture()
 def settings(mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Path) -> Settings:
     return agent_settings(mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent",
-                          mqtt={"groups": [GROUP], "max_payload_bytes": MAX_PAYLOAD})
+                          mqtt={"groups": [GROUP], "max_payload_bytes": MAX_PAYLOAD,
+                                "ha_discovery": True})
 
 
 @pytest.fixture()
@@ -307,20 +377,25 @@ def _send(messages: list[Message], finals: Finals, raw: RawPublisher) -> None:
     for start in range(0, len(messages), WINDOW):
         window = messages[start:start + WINDOW]
         for message in window:
-            raw.publish(message.topic, message.payload)
+            raw.publish(message.topic, message.payload, correlation=message.correlation,
+                        response_topic=None if message.correlation is None else REPLY.value)
         expected_anon += sum(1 for m in window if m.expect == "anon")
         ids = [m.request_id for m in window if m.expect == "id" and m.request_id]
         says = [m.say_id for m in window if m.say_id is not None]
-        finals.wait(partial(finals.answered, ids, expected_anon, says),
+        replies = [m.correlation for m in window if m.correlation is not None]
+        finals.wait(partial(finals.answered, ids, expected_anon, says, replies),
                     f"the answers to messages {start}-{start + len(window)}")
 
 
 def test_every_message_on_a_command_topic_gets_exactly_one_final(
         mqtt_broker: Broker, agent_log: tuple[subprocess.Popen[bytes], Path]) -> None:
     process, log_path = agent_log
-    messages = Fuzz(SEED).messages(MESSAGES)
+    fuzz = Fuzz(SEED)
+    messages = fuzz.messages(MESSAGES) + fuzz.notify_phase(NOTIFY)
     kinds = Counter(m.expect for m in messages)
     assert kinds["anon"] > 100 and kinds["id"] > 1_000 and kinds["none"] > 10  # a real mix
+    notify = {m.correlation: m.reply for m in messages if m.correlation is not None}
+    assert Counter(notify.values())["finished"] == NOTIFY_SPEAKS, Counter(notify.values())
     with Finals(mqtt_broker) as finals, RawPublisher(mqtt_broker, "fuzzer") as raw:
         finals.wait(lambda: finals.online, "the agent to come online", timeout=60)
         _send(messages, finals, raw)
@@ -339,6 +414,9 @@ def test_every_message_on_a_command_topic_gets_exactly_one_final(
         say_ids = Counter(m.say_id for m in messages if m.say_id is not None)
         assert {s: finals.say_finished[s] for s in say_ids} == dict(say_ids)
         assert finals.hermes_errors >= 1
+        answers = {c: finals.replies.get(c) for c in notify}
+        wrong = {c: a for c, a in answers.items() if a != [notify[c]]}
+        assert not wrong, f"{len(wrong)} notify answers not as expected: {list(wrong.items())[:10]}"
     process.send_signal(signal.SIGTERM)
     assert process.wait(30) == 0
     log = log_path.read_text(encoding="utf-8", errors="replace")

@@ -370,15 +370,19 @@ def test_oversize_text_and_unknown_voices_are_refused_cleanly(agent: AgentServic
 
 def test_a_flood_of_connections_is_refused_while_a_client_is_served(
         agent: AgentService) -> None:
+    """Both places serve a request (open streams, which never give their place away): a
+    flood of newcomers is answered ``busy`` and closed, and the streams are served."""
     port = agent.addons.get("wyoming").server.port  # type: ignore[union-attr]
 
     async def go() -> tuple[list[Event | None], list[Event]]:
         async with client_for(agent) as good:
             await good.write_event(Describe().event())
             assert await read(good) is not None  # served: it holds one of the two places
+            await good.write_event(SynthesizeStart().event())  # busy: a request is open
             async with client_for(agent) as second:
                 await second.write_event(Describe().event())
                 assert await read(second) is not None
+                await second.write_event(SynthesizeStart().event())
                 flood = [AsyncTcpClient("127.0.0.1", port, read_timeout=WAIT_S)
                          for _ in range(6)]
                 answers = []
@@ -387,14 +391,15 @@ def test_a_flood_of_connections_is_refused_while_a_client_is_served(
                     answers.append(await extra.read_event())
                     assert await extra.read_event() is None  # and closed
                     await extra.disconnect()
-            await good.write_event(Synthesize(text="Served all the same.").event())
-            events, _ = await audio_of(good)
+            await good.write_event(SynthesizeChunk(text="Served all the same.").event())
+            await good.write_event(SynthesizeStop().event())
+            events, _ = await audio_of(good, until="synthesize-stopped")
             return answers, events
 
     answers, events = asyncio.run(go())
     assert all(a is not None and Error.from_event(a).code == "busy" for a in answers)
     assert "at most 2" in Error.from_event(answers[0]).text  # type: ignore[arg-type]
-    assert events[-1].type == "audio-stop"
+    assert events[-1].type == "synthesize-stopped" and events[-2].type == "audio-stop"
     assert agent.health.snapshot()["wyoming"]["refused_clients"] == 6  # type: ignore[typeddict-item]
 
 
@@ -758,9 +763,10 @@ def test_a_busy_refusal_is_read_by_a_client_still_writing(agent: AgentService) -
 
     async def go() -> list[Event | None]:
         async with client_for(agent) as one, client_for(agent) as two:
-            for held in (one, two):
+            for held in (one, two):  # both places serve a request (an open stream)
                 await held.write_event(Describe().event())
                 assert await read(held) is not None
+                await held.write_event(SynthesizeStart().event())
             return [await refused() for _ in range(5)]
 
     answers = asyncio.run(go())

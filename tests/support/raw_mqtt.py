@@ -14,6 +14,8 @@ from typing import Any
 
 import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
 
 from tests.support.broker import Broker
 
@@ -46,9 +48,17 @@ class RawPublisher:
         self._client.disconnect()
         self._client.loop_stop()
 
-    def publish(self, topic: str, payload: bytes, timeout: float = CONNECT_TIMEOUT_S) -> None:
-        """Publish and wait for the broker's PUBACK (raises when it does not come)."""
-        info = self._client.publish(topic, payload, qos=1)
+    def publish(self, topic: str, payload: bytes, timeout: float = CONNECT_TIMEOUT_S, *,
+                response_topic: str | None = None, correlation: bytes | None = None) -> None:
+        """Publish and wait for the broker's PUBACK (raises when it does not come); with an
+        MQTT 5 Response Topic and Correlation Data when given."""
+        properties = None
+        if response_topic is not None:
+            properties = Properties(PacketTypes.PUBLISH)
+            properties.ResponseTopic = response_topic
+            if correlation is not None:
+                properties.CorrelationData = correlation
+        info = self._client.publish(topic, payload, qos=1, properties=properties)
         info.wait_for_publish(timeout)
         if not info.is_published():
             raise RuntimeError(f"publish to {topic[:80]!r} not acknowledged")
