@@ -43,9 +43,9 @@ COUNTERS: Mapping[str, frozenset[str]] = {
     "journal": frozenset({"unjournaled", "refused"}),
     "instance": frozenset({"conflicts"}),
     "phrase_cache": frozenset({"hits", "misses", "evictions", "corrupt"}),
-    "wyoming": frozenset({"connections", "refused_clients", "requests", "dropped_clients",
-                          "cancelled_syntheses", "finished", "failed", "rejected",
-                          "interrupted"}),
+    "wyoming": frozenset({"connections", "refused_clients", "replaced_clients", "requests",
+                          "dropped_clients", "cancelled_syntheses", "finished", "failed",
+                          "rejected", "interrupted"}),
 }
 """Section keys that only grow while the agent runs: ``# TYPE counter``, named ``..._total``."""
 GAUGES: Mapping[str, frozenset[str]] = {
