@@ -75,7 +75,9 @@ class PhraseCache:
         self.hits = self.misses = self.evictions = self.corrupt = self.exact_hits = 0
         root.mkdir(parents=True, exist_ok=True)
         self._sizes: dict[Path, int] = {}
-        for path in [*root.glob("??/*.pcm"), *root.glob("??/*.ref")]:
+        for path in root.glob("??/*"):
+            if path.suffix not in (".pcm", ".ref"):
+                continue  # a temporary file of a write under way
             try:
                 self._sizes[path] = _charge(path, path.stat().st_size)
             except FileNotFoundError:
@@ -127,13 +129,13 @@ class PhraseCache:
         ref = self._path(exact, ".ref")
         try:
             with ref.open("rb") as handle:
-                key = _ref_target(exact, handle.read(256))
+                entry = self._path(_ref_target(exact, handle.read(256)))
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as exc:
             self._corrupt(ref, exc)
             return None
-        chunks = self._load(self._path(key))
+        chunks = self._load(entry)
         if chunks is None:
             return None
         with contextlib.suppress(OSError):

@@ -17,7 +17,7 @@ from agent.audio.format import AudioChunk
 from agent.library.lexicon import LexiconHolder
 from agent.pipeline import request_key as request_key_module
 from agent.pipeline.jobs import SpeakRequest
-from agent.pipeline.phrase_cache import REF_CHARGE, PhraseCache, cache_key
+from agent.pipeline.phrase_cache import REF_CHARGE, REF_MAGIC, PhraseCache, _ref_check, cache_key
 from agent.pipeline.render import Rendered, render
 from agent.text import espeak
 from agent.text.document import plain
@@ -137,7 +137,8 @@ def test_a_lexicon_swapped_during_phonemizing_is_not_recorded(tiny_voice_dir: Pa
     assert cache.stats()["entries"] == 1 and cache.stats()["exact_entries"] == 0
 
 
-@pytest.mark.parametrize("damage", ["truncate", "garbage", "renamed", "other-entry", "gone"])
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "renamed", "other-entry", "no-key",
+                                    "gone"])
 def test_a_damaged_record_is_a_miss(tmp_path: Path, damage: str) -> None:
     cache = PhraseCache(tmp_path, 10_000_000)
     cache.put(key("a"), chunks(1))
@@ -156,6 +157,8 @@ def test_a_damaged_record_is_a_miss(tmp_path: Path, damage: str) -> None:
         ref.write_bytes(next(tmp_path.glob(f"??/{other}.ref")).read_bytes())
     elif damage == "other-entry":  # the entry's key changed inside the record
         ref.write_bytes(data.replace(key("a").encode(), key("b").encode()))
+    elif damage == "no-key":  # checks out, but names no entry a key can have
+        ref.write_bytes(REF_MAGIC + f"../x {_ref_check(exact, '../x')}\n".encode())
     else:
         next(tmp_path.glob(f"??/{key('a')}.pcm")).unlink()
     assert cache.get_exact(exact) is None
