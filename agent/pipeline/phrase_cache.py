@@ -64,7 +64,7 @@ class PhraseCache:
     """Disk cache of synthesized phrases. Thread-safe; safe across processes sharing ``root``.
 
     ``exact_index=False`` leaves the exact-request index out: every lookup phonemizes the
-    request to find its entry (``bench/compare_piper.py`` measures both ways).
+    request to find its entry, which is slower (``bench/phrase_cache.py`` measures both ways).
     """
 
     def __init__(self, root: Path, max_bytes: int, *, exact_index: bool = True) -> None:

@@ -5,8 +5,8 @@ It covers the request (its document, voice, volume, speed and parameters), each 
 sha256 of its samples, and the generation of every voice it uses (:func:`generation`): the
 model and config, the chunking, the frontend's text key (normalizer, lexicon, symbols), the
 espeak-ng build and a digest of the text path's code. A change to any of them is another key,
-so an entry recorded before it can no longer be reached. Design:
-docs/internals.md#the-phrase-cache.
+so an entry recorded before it can no longer be reached. A hit found this way is faster than
+one found by phonemizing (``bench/phrase_cache.py``). Design: docs/internals.md#the-phrase-cache.
 """
 
 from __future__ import annotations
