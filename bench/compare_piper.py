@@ -171,7 +171,8 @@ def first_audio(engines: dict[str, Synth], reps: int) -> dict[str, float]:
 def cached_first_audio(bundle_dir: Path, variant: str, piper_synth: Synth,
                        reps: int) -> dict[str, float]:
     """Median seconds to the first audio of a phrase said before: ours from the phrase cache
-    (normalise, key, read and check the entry), Piper synthesizing it again (it has no cache)."""
+    (its exact-request index: key, read and check the entry; ``bench/phrase_cache.py`` sets it
+    against phonemizing to find the entry), Piper synthesizing it again (it has no cache)."""
     from agent.pipeline.phrase_cache import PhraseCache
     from agent.pipeline.render import cached_synthesis
     from agent.voice.voice import SynthesisParams

@@ -307,6 +307,8 @@ class PhraseCacheSection(TypedDict):
     misses: NotRequired[int]
     evictions: NotRequired[int]
     corrupt: NotRequired[int]
+    exact_entries: NotRequired[int]
+    exact_hits: NotRequired[int]
 
 
 class LexiconSection(TypedDict):

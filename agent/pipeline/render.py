@@ -22,6 +22,7 @@ from agent.audio.format import AudioChunk, AudioFormat
 from agent.logs import get_logger
 from agent.pipeline.jobs import SpeakRequest
 from agent.pipeline.phrase_cache import PhraseCache, cache_key, phrase_inputs, store_when_complete
+from agent.pipeline.request_key import Once, request_key
 from agent.text.document import Document, Pause, Sound, Speech, plain
 from agent.text.frontend import Sentence, TextError
 from agent.voice.voice import SynthesisParams, Voice
@@ -105,17 +106,27 @@ def render(document: Document, voices: VoiceSource, request: SpeakRequest, *,
     Raises before any synthesis: ``VoiceNotFound``/``VoiceLoadError`` (a voice),
     ``TextError`` (text no voice part can speak), ``ChimeError``/:class:`NoChimes` (a sound).
     """
-    main = voices.get(request.voice)
-    plans = _plan(document, main, voices, request, chimes)
-    fmt = AudioFormat(rate=main.sample_rate)
     if cache is None:
-        return Rendered(_play(plans), main, fmt)
+        main = voices.get(request.voice)
+        plans = _plan(document, main, voices, request, chimes)
+        return Rendered(_play(plans), main, AudioFormat(rate=main.sample_rate))
+    once, sounds = Once(voices.get), Once(chimes.get) if chimes is not None else None
+    main = once.get(request.voice)
+    fmt = AudioFormat(rate=main.sample_rate)
+    exact = request_key(document, main, once, sounds, request) if cache.exact_index else None
+    hit = cache.get_exact(exact) if exact is not None else None
+    if hit is not None:  # this very request, said before by these very voices: no text work
+        return Rendered(iter(hit), main, fmt, cached=True)
+    plans = _plan(document, main, once, request, sounds)
     key = cache_key("document", main.name, main.sha256, request.params,
                     inputs=[__version__, *(_plan_key(p) for p in plans)])
+    if exact is not None and request_key(document, main, once, sounds, request) != exact:
+        exact = None  # a lexicon swapped while the text was phonemized: record nothing
     hit = cache.get(key)
     if hit is not None:
-        return Rendered(iter(hit), main, fmt, cached=True)
-    return Rendered(store_when_complete(cache, key, _play(plans)), main, fmt)
+        return Rendered(store_when_complete(cache, key, iter(hit), exact=exact, stored=True),
+                        main, fmt, cached=True)
+    return Rendered(store_when_complete(cache, key, _play(plans), exact=exact), main, fmt)
 
 
 def cached_synthesis(cache: PhraseCache | None, voice: Voice, text: str,

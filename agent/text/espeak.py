@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import hashlib
 import os
 import threading
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ __all__ = [
     "Clause",
     "EspeakError",
     "EspeakPhonemizer",
+    "identity",
     "terminator_of",
 ]
 
@@ -236,6 +238,50 @@ def _loaded() -> _Library:
     if library is None:  # only reachable if someone bypasses __init__
         raise EspeakError("espeak-ng is not loaded")
     return library
+
+
+_identity: list[str] = []
+""":func:`identity`, once computed."""
+
+
+def identity() -> str:
+    """The loaded espeak-ng as it shapes phonemes, for keys looked up before phonemizing (the
+    phrase cache's exact-request index): its version, and the digest of its library file and of
+    the files of its data directory (dictionaries, phoneme tables) by name, size and mtime, so
+    an upgrade or another build is another identity. Computed once per process, on first use."""
+    if not _identity:
+        library = _loaded()
+        path = ctypes.c_char_p()
+        with EspeakPhonemizer._lock:
+            library.cdll.espeak_Info(ctypes.byref(path))
+        data = (path.value or b"").decode("utf-8", "replace") or library.data_path or ""
+        digest = hashlib.sha256(f"{library.version}\0{library.name}\0{data}".encode())
+        for file in [*_mapped(library.name), *_files(data)]:
+            try:
+                info = os.stat(file)
+            except OSError:
+                continue
+            digest.update(f"\0{file}\0{info.st_size}\0{info.st_mtime_ns}".encode())
+        _identity.append(f"espeak-ng/{library.version}/{digest.hexdigest()[:16]}")
+    return _identity[0]
+
+
+def _mapped(name: str) -> list[str]:
+    """The files of this process's memory maps whose name holds the library's (Linux)."""
+    stem = Path(name).name.split(".so")[0]
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            return sorted({line.split(maxsplit=5)[-1].strip() for line in maps
+                           if stem in line and "/" in line})
+    except OSError:
+        return [name]
+
+
+def _files(directory: str) -> list[str]:
+    try:
+        return sorted(entry.path for entry in os.scandir(directory) if entry.is_file())
+    except OSError:
+        return []
 
 
 def _consumed_end(encoded: bytes, start: int, pointer_offset: int | None) -> int:

@@ -18,7 +18,7 @@ from functools import lru_cache
 from typing import Protocol
 
 from agent.text.document import Phonemes, Piece
-from agent.text.espeak import Clause, EspeakPhonemizer
+from agent.text.espeak import Clause, EspeakPhonemizer, identity
 from agent.text.limits import DEFAULT_MAX_TEXT_CHARS, EMPTY, RAW_FACTOR, too_long
 from agent.text.pieces import PLACEHOLDER, GivenClause, leading_mark, merge, open_ended, spaced
 
@@ -222,6 +222,13 @@ class Frontend:
         lexicon = self.lexicon.key if self.lexicon is not None else "-"
         return f"normalizer={normalizer}|lexicon={lexicon}|symbols=" + (
             "drop" if self.drop_symbols else "keep")
+
+    @property
+    def phonemizer_key(self) -> str:
+        """The espeak-ng voice and build (:func:`agent.text.espeak.identity`): with
+        :attr:`text_key` and the id map, what shapes a text's phoneme ids, for keys looked up
+        before phonemizing (the phrase cache's exact-request index)."""
+        return f"{self._espeak.voice}|{identity()}"
 
     def _clauses_uncached(self, text: str, verbatim: bool, before_given: bool,
                           key: str) -> tuple[Clause, ...]:

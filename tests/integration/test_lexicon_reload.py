@@ -1,8 +1,9 @@
 """The device lexicon in the running agent (real Mosquitto, real alsa-lib into a file PCM, the tiny
-voice): what a speak says follows the lexicon file while the agent runs, with the phrase cache on;
-a half-written or broken file never replaces the lexicon in service; a bad file at start leaves
-the agent speaking without one; SIGHUP's reload and the ``reload`` command read it again;
-``tts-agent check-config`` checks it."""
+voice): what a speak says follows the lexicon file while the agent runs, with the phrase cache on
+(a repeat plays the very bytes again through its exact-request index, across a restart too,
+never the audio of another lexicon); a half-written or broken file never replaces the lexicon in
+service; a bad file at start leaves the agent speaking without one; SIGHUP's reload and the
+``reload`` command read it again; ``tts-agent check-config`` checks it."""
 
 from __future__ import annotations
 
@@ -89,6 +90,16 @@ def speak(controller: Recorder, request_id: str, text: str = SENTENCE) -> dict[s
     return final
 
 
+def played(service: AgentService) -> bytes:
+    """What the last speak played: the file PCM's bytes once the player has closed the device
+    (the file plugin starts the file again each time the device is opened)."""
+    wait_until(lambda: service.health.snapshot()["audio"]["device"] is None,
+               "the player to close the device")
+    out = service.settings.audio.device
+    assert out is not None
+    return Path(out.split("'")[1]).read_bytes()
+
+
 def test_a_rewritten_lexicon_changes_what_the_next_speak_says(
         mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Path, controller: Recorder) -> None:
     lexicon = tmp_path / "lexicon.toml"
@@ -102,8 +113,11 @@ def test_a_rewritten_lexicon_changes_what_the_next_speak_says(
         assert phonemes(service, SENTENCE) == plain_phonemes(service,
                                                              "Please welcome win to Worcester.")
         first = speak(controller, "v1-a")
+        audio_v1 = played(service)
         speak(controller, "v1-b")
         assert cache.stats()["hits"] == 1  # the same text and lexicon: played from the cache
+        assert cache.stats()["exact_hits"] == 1  # found as it came: not phonemized again
+        assert played(service) == audio_v1  # the very same bytes
         misses = cache.stats()["misses"]
         sha_v1 = lexicon_section(service)["sha256"]
 
@@ -117,7 +131,7 @@ def test_a_rewritten_lexicon_changes_what_the_next_speak_says(
         second = speak(controller, "v2-a")
         assert cache.stats()["misses"] == misses + 1  # not the cached audio of the old lexicon
         assert cache.stats()["hits"] == 1
-        assert second["audio_s"] != first["audio_s"]
+        assert second["audio_s"] != first["audio_s"] and played(service) != audio_v1
         assert cache.stats()["entries"] == 2  # the new audio is an entry of its own
 
         # Half copied in place: refused, the lexicon in service stays; completed: loaded.
@@ -138,6 +152,24 @@ def test_a_rewritten_lexicon_changes_what_the_next_speak_says(
             service, "Please welcome noo yen to wooster.")
         speak(controller, "v3-a")
         assert cache.stats()["misses"] == misses + 2
+        audio_v3 = played(service)
+        assert cache.stats()["exact_hits"] == 1
+
+        write_atomically(lexicon, V1)  # back to the first file: its audio is right again
+        wait_until(lambda: lexicon_section(service)["sha256"] == sha_v1, "the first lexicon")
+        speak(controller, "v1-c")
+        assert cache.stats()["exact_hits"] == 2 and played(service) == audio_v1
+        write_atomically(lexicon, V3)
+        wait_until(lambda: lexicon_section(service)["state"] == "ok"
+                   and lexicon_section(service)["sha256"] != sha_v1, "the third lexicon")
+    online = len([p for p in controller.json_on(DEV.status) if p["state"] == "online"])
+    with running_agent(settings) as service:  # restarted: the index is on disk
+        wait_until(lambda: len([p for p in controller.json_on(DEV.status)
+                                if p["state"] == "online"]) > online, "online again")
+        speak(controller, "v3-b")
+        cache = service.phrase_cache
+        assert cache is not None and cache.stats()["misses"] == 0
+        assert cache.stats()["exact_hits"] == 1 and played(service) == audio_v3
 
 
 def test_a_bad_lexicon_at_start_is_reported_and_the_agent_speaks_without_it(
