@@ -10,7 +10,10 @@ and the heaviest imports: the agent's modules by self time and each third-party 
 is first entered, by cumulative time. ``synth`` and ``say`` run for real (the default voice, a
 plain-text announcement; ``say`` plays to an ALSA ``file`` PCM); ``run`` is the daemon's imports
 up to where it starts loading the voice, then the daemon's own (``agent.daemon.service``). The
-whole-process figure is spawn to exit of ``synth`` without ``-X importtime``.
+whole-process figure is spawn to exit of ``synth`` without ``-X importtime``. The module count
+is exact; the times are not a profile: ``-X importtime`` nests imports of all threads in one
+tree, and the voice's text stages are imported on the loader's helper thread while the main
+thread imports on, so a module's time can hold the other thread's (and a loaded machine's).
 
 ``--code LABEL=DIR`` measures another copy of the code (a ``git archive`` of main: the
 directory holding its ``agent/``), rounds interleaved, so before and after run side by side;
@@ -136,6 +139,13 @@ def piper_seconds(python: str, text: str, work: Path) -> float:
     return time.perf_counter() - started
 
 
+def piper_version(python: str) -> str:
+    done = subprocess.run([python, "-c", "from importlib.metadata import version\n"
+                           "print(version('piper-tts'))"], capture_output=True, text=True,
+                          check=True, timeout=60)
+    return done.stdout.strip()
+
+
 def audio_seconds(work: Path) -> float:
     import wave
 
@@ -147,7 +157,8 @@ def run_all(codes: dict[str, Path], runs: int, piper: str | None) -> dict[str, A
     text = long_announcement()
     trees: dict[str, dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
     wall: dict[str, list[float]] = defaultdict(list)
-    out: dict[str, Any] = {"text_chars": len(text)}
+    out: dict[str, Any] = {"text_chars": len(text),
+                           "piper_tts": piper_version(piper) if piper else None}
     with tempfile.TemporaryDirectory(prefix="import-weight-") as tmp:
         for label, code in codes.items():
             compileall.compile_dir(str(code / "agent"), quiet=1)
@@ -202,7 +213,8 @@ def record(results: dict[str, Any]) -> Figures:
                                      f"{command}, {label}: the agent's own modules")])
     figures.table("What each command imports (median of the runs)",
                   ["command", "agent modules", "import time", "of which the agent's"], rows,
-                  "`run`: up to the voice load, and the daemon's modules it imports meanwhile.")
+                  "`run`: up to the voice load, and the daemon's modules it imports meanwhile. "
+                  "The count is exact; `-X importtime` times of two threads overlap.")
     first = labels[0]
     for command in COMMANDS:
         heavy = results["imports"][first][command]["heaviest"]
@@ -225,7 +237,8 @@ def record(results: dict[str, Any]) -> Figures:
     figures.table("Whole-process synth of the long announcement (median)",
                   ["engine", "spawn to exit", "audio"], wall_rows,
                   "`tts-agent synth --text ... --out` and `python -m piper -f` (text on "
-                  "stdin), the same voice, default threads; the voice's cache built first.")
+                  f"stdin; piper-tts {results['piper_tts']}), the same voice, default threads; "
+                  "the voice's cache built first.")
     return figures
 
 
