@@ -1,7 +1,8 @@
 """The ``tts-agent`` command line: parse arguments, load settings, hand over.
 
 Each sub-command lives in its own module under :mod:`agent.commands` and exposes
-``register(subparsers)``; this module only discovers them. Heavy imports
+``register(subparsers)``; this module only discovers them, and imports only the module of the
+command asked for (``bench/import_weight.py`` lists what each command imports). Heavy imports
 (onnxruntime, numpy, paho) happen inside the command handlers, so ``--help`` and
 ``check-config`` stay fast.
 
@@ -90,7 +91,50 @@ def usage_error(prog: str, message: str) -> NoReturn:
     sys.exit(USAGE)
 
 
-def build_parser() -> argparse.ArgumentParser:
+_MODULE_OF = {"voices": "synth", "phonemize": "synth"}
+"""The commands not registered by the module of their own name (``check-config``:
+``check_config``)."""
+_TOP_LEVEL = frozenset(("-h", "--help", "--version"))
+
+
+def _command_word(argv: Sequence[str]) -> str | None:
+    """The sub-command ``argv`` names, None when it names none or asks for the top-level help
+    or version (which list every command)."""
+    words = iter(argv)
+    for word in words:
+        if word in _TOP_LEVEL or word == "--":
+            return None
+        if word == "--config":
+            next(words, None)
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
+def _modules(command: str | None) -> list[str]:
+    """The command modules to register: the one of ``command`` when there is one, else all."""
+    names = sorted(info.name for info in pkgutil.iter_modules(commands.__path__))
+    if command is not None:
+        module = _MODULE_OF.get(command, command.replace("-", "_"))
+        if module in names:
+            return [module]
+    return names
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or (``argv`` given) of the one command ``argv`` names: a
+    one-shot ``synth`` never imports the modules of ``send``, ``fleet`` or ``models``."""
+    parser = _parser()
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    command = None if argv is None else _command_word(argv)
+    for name in _modules(command):
+        importlib.import_module(f"{commands.__name__}.{name}").register(subparsers)
+    if command is not None and command not in subparsers.choices:  # not where it was looked for
+        return build_parser()
+    return parser
+
+
+def _parser() -> Parser:
     parser = Parser(
         prog="tts-agent",
         description="Edge text-to-speech agent: Piper voices on onnxruntime, MQTT, ALSA.",
@@ -103,10 +147,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="TOML settings file (default /etc/tts-agent/agent.toml when it exists)",
     )
     add_verbose_argument(parser)
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
-        module = importlib.import_module(f"{commands.__name__}.{info.name}")
-        module.register(subparsers)
     return parser
 
 
@@ -119,8 +159,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``tts-agent`` console script; returns the exit status."""
     from agent.logs import cli_level, configure_logging
 
-    parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(words)
+    args, extra = parser.parse_known_args(words)
     if extra:
         options = [word for word in extra if word.startswith("-")]
         usage_error(args.cli_prog, f"unrecognized arguments: {' '.join(extra)}"

@@ -41,7 +41,7 @@ from agent.pipeline.admit import (
 from agent.pipeline.jobs import JobQueue, SpeakJob, SpeakRequest
 from agent.text.document import Document
 from agent.text.limits import HARD_MAX_TEXT_CHARS
-from agent.text.ssml import SsmlError
+from agent.text.ssml_tree import SsmlError
 
 __all__ = ["Controls", "Dispatcher", "ReloadError", "speak_ask", "speak_deadline",
            "speak_document", "speak_request"]

@@ -29,7 +29,7 @@ from agent.mqtt.repeats import RECENT_IDS, RECENT_TTL_S
 from agent.mqtt.tracker import OpenRefused
 from agent.pipeline.jobs import SpeakJob
 from agent.settings.paths import device_state_dir
-from agent.text.ssml import looks_like_ssml
+from agent.text.document import looks_like_ssml
 
 if TYPE_CHECKING:
     from agent.mqtt.hermes import HermesOrigin

@@ -18,9 +18,8 @@ from enum import StrEnum
 from agent.audio.item import parse_priority
 from agent.logs import get_logger
 from agent.pipeline.jobs import SpeakRequest
-from agent.text.document import Document, plain
+from agent.text.document import Document, looks_like_ssml, plain
 from agent.text.limits import text_problem
-from agent.text.ssml import SsmlError, looks_like_ssml, parse_ssml
 from agent.voice.voice import SynthesisParams
 
 __all__ = ["Admitted", "Ask", "Code", "Context", "Refusal", "admit", "chime_of", "deadline_of",
@@ -124,6 +123,8 @@ def document_of(text: str, ssml: bool | None, max_chars: int,
     for plain text, or the refusal of markup that is invalid or unsupported."""
     if not (looks_like_ssml(text) if ssml is None else ssml):
         return None
+    from agent.text.ssml import SsmlError, parse_ssml  # the parser: only for markup
+
     try:
         return parse_ssml(text, max_chars=max_chars, sounds=sounds)
     except SsmlError as exc:

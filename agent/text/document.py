@@ -8,14 +8,24 @@ the frontend and the worker agree on one shape. The parts: docs/internals.md#the
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Final
 
 __all__ = ["MAX_PAUSE_S", "Document", "Part", "Pause", "Phonemes", "Piece", "Sound", "Speech",
-           "plain", "spoken_text"]
+           "looks_like_ssml", "plain", "spoken_text"]
 
 MAX_PAUSE_S = 10.0
 """The longest single pause a document may hold (SSML allows at most 10 s per ``break``)."""
+_LOOKS_LIKE: Final = re.compile(r"\s*(?:<speak[\s/>]|<\?xml[\s?]|<!DOCTYPE\s)")
+
+
+def looks_like_ssml(text: str) -> bool:
+    """True when ``text`` starts (after whitespace) with ``<speak``, or with an XML declaration
+    (``<?xml``) or a document type declaration (``<!DOCTYPE``): markup, never read aloud. Here,
+    not in :mod:`agent.text.ssml`, so a plain text never imports the SSML parser."""
+    return _LOOKS_LIKE.match(text) is not None
 
 
 @dataclass(frozen=True, slots=True)

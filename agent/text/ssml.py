@@ -19,7 +19,16 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, replace
 from typing import Final
 
-from agent.text.document import Document, Part, Pause, Phonemes, Piece, Sound, Speech
+from agent.text.document import (  # looks_like_ssml: re-exported
+    Document,
+    Part,
+    Pause,
+    Phonemes,
+    Piece,
+    Sound,
+    Speech,
+    looks_like_ssml,
+)
 from agent.text.normalize import Normalizer
 from agent.text.normalize.say_as import INTERPRETATIONS, say_as
 from agent.text.ssml_tree import (
@@ -62,7 +71,6 @@ _ATTRIBUTES: Final[dict[str, frozenset[str]]] = {
 }
 _TEXT_ONLY: Final = frozenset({"say-as", "sub", "phoneme"})
 _EMPTY: Final = frozenset({"break"})
-_LOOKS_LIKE: Final = re.compile(r"\s*(?:<speak[\s/>]|<\?xml[\s?]|<!DOCTYPE\s)")
 _NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _SOUND: Final = re.compile(r"([A-Za-z0-9][A-Za-z0-9_-]{0,63})(?:\.wav)?")
 _SENTENCE_END: Final = (".", "!", "?", "…")
@@ -71,12 +79,6 @@ _SENTENCE_END: Final = (".", "!", "?", "…")
 @functools.cache
 def _normalizer() -> Normalizer:
     return Normalizer()
-
-
-def looks_like_ssml(text: str) -> bool:
-    """True when ``text`` starts (after whitespace) with ``<speak``, or with an XML declaration
-    (``<?xml``) or a document type declaration (``<!DOCTYPE``): markup, never read aloud."""
-    return _LOOKS_LIKE.match(text) is not None
 
 
 def parse_ssml(text: str, *, max_chars: int,

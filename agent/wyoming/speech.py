@@ -22,9 +22,8 @@ from agent.audio.format import AudioChunk, AudioFormat
 from agent.library.voices import VoiceLibrary, VoiceNotFound
 from agent.pipeline.admit import Ask, Context, Refusal, admit, text_refusal
 from agent.pipeline.render import render
-from agent.text.document import Document, plain
+from agent.text.document import Document, looks_like_ssml, plain
 from agent.text.frontend import TextError
-from agent.text.ssml import looks_like_ssml
 from agent.voice.voice import SynthesisParams, Voice, VoiceLoadError
 
 if TYPE_CHECKING:

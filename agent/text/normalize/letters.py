@@ -9,7 +9,7 @@ initialisms) from reading spelled letters again.
 
 from __future__ import annotations
 
-from num2words import num2words
+from agent.text.normalize.spoken import num2words
 
 __all__ = ["DIGITS", "announced_number", "digits", "spell", "word_set"]
 

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import re
 
-from num2words import num2words
-
 from agent.text.normalize.letters import word_set
 from agent.text.normalize.options import NormalizeOptions
+from agent.text.normalize.spoken import num2words
 
 __all__ = ["NOT_NAMES", "ROYAL", "TITLE_WORDS", "roman_numerals", "roman_value"]
 

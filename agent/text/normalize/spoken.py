@@ -11,12 +11,12 @@ one (more than :data:`MAX_WHOLE_DIGITS` digits) is read digit by digit.
 
 from __future__ import annotations
 
-from num2words import num2words
+from typing import Any
 
 from agent.text.normalize.options import NormalizeOptions
 
-__all__ = ["MAX_WHOLE_DIGITS", "cardinal", "decimal", "digits", "number", "ordinal", "plural",
-           "year"]
+__all__ = ["MAX_WHOLE_DIGITS", "cardinal", "decimal", "digits", "num2words", "number", "ordinal",
+           "plural", "year"]
 
 MAX_WHOLE_DIGITS = 15
 """Longer whole numbers (past the trillions) are read digit by digit."""
@@ -26,6 +26,14 @@ _DIGIT_WORDS = dict(zip("0123456789", _DIGITS, strict=True))
 
 _PLURALS = {"six": "sixes", "half": "halves", "penny": "pence", "foot": "feet", "inch": "inches",
             "century": "centuries", "hertz": "hertz", "celsius": "celsius", "yen": "yen"}
+
+
+def num2words(number: int, **kwargs: Any) -> str:
+    """num2words's reading of ``number``. The library (a module per language) is imported at
+    the first number read, not with the normalizer: a text without numbers never loads it."""
+    from num2words import num2words as words
+
+    return str(words(number, **kwargs))
 
 
 def _tidy(words: str, options: NormalizeOptions) -> str:
