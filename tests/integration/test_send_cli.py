@@ -152,6 +152,33 @@ def test_mosquitto_pub_options_reach_a_mutual_tls_broker_with_a_password(
 LONG_TEXT = "The train to the airport leaves from platform two in ten minutes. " * 10
 
 
+def wait_while_held(broker: Broker, settings: Settings, sink: FifoSink, send: list[str], *,
+                    progress: int, timeout: float) -> tuple[subprocess.Popen[str], str, str]:
+    """Run ``tts-agent send`` with ``send`` (a request ``--id``'d, waited for) while the agent
+    plays into ``sink``, held back until ``progress`` playing progress events of that id have
+    come, with ``send`` still waiting then; the device then plays the rest."""
+    request_id = send[send.index("--id") + 1]
+    events = DEV.events
+    try:
+        with running_agent(settings), Recorder(broker.settings(),
+                                               [events.as_filter()], "watch") as watch:
+            controller = subprocess.Popen([*AGENT, "send", *send], stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, text=True,
+                                          env=agent_env(settings))
+            try:
+                def playing(count: int) -> bool:
+                    return sum(1 for e in watch.json_on(events) if e["id"] == request_id
+                               and e["event"] == "progress" and e["state"] == "playing") >= count
+                watch.wait_for(lambda _: playing(progress), timeout=timeout)
+                assert controller.poll() is None, controller.communicate()  # still waiting
+            finally:
+                sink.release()  # the device plays the rest
+            out, err = controller.communicate(timeout=60)
+    finally:
+        sink.release()
+    return controller, out, err
+
+
 @pytest.mark.alsa
 def test_send_wait_outlasts_its_timeout_while_a_long_announcement_plays(
         mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Path) -> None:
@@ -159,26 +186,10 @@ def test_send_wait_outlasts_its_timeout_while_a_long_announcement_plays(
     settings: Settings = agent_settings(
         mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent", mqtt={"progress_interval_s": 1},
         audio={"device": f"file:'{sink.path}',raw", "device_timeout_s": 120})
-    events = DEV.events
-    try:
-        with running_agent(settings), Recorder(mqtt_broker.settings(),
-                                               [events.as_filter()], "watch") as watch:
-            controller = subprocess.Popen(
-                [*AGENT, "send", "--device", "t1", "speak", LONG_TEXT,
-                 "--id", "long-1", "--wait", "--progress", "--timeout", "2"],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                env=agent_env(settings))
-            try:
-                def playing(count: int) -> bool:
-                    return sum(1 for e in watch.json_on(events) if e["id"] == "long-1"
-                               and e["event"] == "progress" and e["state"] == "playing") >= count
-                watch.wait_for(lambda _: playing(3), timeout=60)
-                assert controller.poll() is None, controller.communicate()  # still waiting
-            finally:
-                sink.release()  # the device plays the rest
-            out, err = controller.communicate(timeout=60)
-    finally:
-        sink.release()
+    controller, out, err = wait_while_held(
+        mqtt_broker, settings, sink, ["--device", "t1", "speak", LONG_TEXT, "--id", "long-1",
+                                      "--wait", "--progress", "--timeout", "2"],
+        progress=3, timeout=60)
     assert controller.returncode == 0, err
     printed = [json.loads(line) for line in out.splitlines()]
     kinds = [e["event"] for e in printed]
@@ -205,26 +216,10 @@ def test_send_wait_with_a_timeout_of_the_default_progress_interval_outlasts_the_
         mqtt_broker, tiny_voice_dir.parent, tmp_path / "agent",
         mqtt={"progress_interval_s": interval, "groups": ["lobby"]},  # tests' default: an hour
         audio={"device": f"file:'{sink.path}',raw", "device_timeout_s": 120})
-    events = DEV.events
-    try:
-        with running_agent(settings), Recorder(mqtt_broker.settings(),
-                                               [events.as_filter()], "watch") as watch:
-            controller = subprocess.Popen(
-                [*AGENT, "send", *target, "speak", LONG_TEXT, "--id", "long-5",
-                 "--wait", "--progress", "--timeout", f"{interval:g}"],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                env=agent_env(settings))
-            try:
-                def playing(count: int) -> bool:
-                    return sum(1 for e in watch.json_on(events) if e["id"] == "long-5"
-                               and e["event"] == "progress" and e["state"] == "playing") >= count
-                watch.wait_for(lambda _: playing(2), timeout=90)
-                assert controller.poll() is None, controller.communicate()  # still waiting
-            finally:
-                sink.release()  # the device plays the rest
-            out, err = controller.communicate(timeout=60)
-    finally:
-        sink.release()
+    controller, out, err = wait_while_held(
+        mqtt_broker, settings, sink, [*target, "speak", LONG_TEXT, "--id", "long-5", "--wait",
+                                      "--progress", "--timeout", f"{interval:g}"],
+        progress=2, timeout=90)
     assert controller.returncode == 0, err
     printed = [json.loads(line) for line in out.splitlines()]
     assert printed[0]["event"] == "accepted"
