@@ -229,7 +229,9 @@ def test_touch_without_change_does_not_reload(watched: tuple[VoiceLibrary, Event
     assert events.kinds() == ["model_loaded"]
 
 
-def test_activate_and_rollback(tiny_voice_dir: Path, tmp_path: Path) -> None:
+def staged_three_versions(tiny_voice_dir: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """A staged voice with 1.0.0 (current), 2.0.0 (good) and 3.0.0 (wrong inputs): the models
+    dir and the voice's dir."""
     models = tmp_path / "staged"
     voice_dir = models / VOICE
     voice_dir.mkdir(parents=True)
@@ -237,6 +239,11 @@ def test_activate_and_rollback(tiny_voice_dir: Path, tmp_path: Path) -> None:
     new_version_files(voice_dir, "2.0.0", gain=0.3)
     corrupt_wrong_inputs(new_version_files(voice_dir, "3.0.0", gain=0.1))
     (voice_dir / "current").symlink_to("1.0.0")
+    return models, voice_dir
+
+
+def test_activate_and_rollback(tiny_voice_dir: Path, tmp_path: Path) -> None:
+    models, voice_dir = staged_three_versions(tiny_voice_dir, tmp_path)
     events = Events()
     library = make_library(models, events)
     assert library.versions(VOICE) == ["1.0.0", "2.0.0", "3.0.0"]
@@ -258,13 +265,7 @@ def test_activate_validates_a_voice_no_one_used_yet(tiny_voice_dir: Path, tmp_pa
                                                     ) -> None:
     """#28 item 1: an activation of a voice that is not the default and was not used since the
     start validates the version now (it was "unchanged", and `current` went back, before)."""
-    models = tmp_path / "staged"
-    voice_dir = models / VOICE
-    voice_dir.mkdir(parents=True)
-    shutil.copytree(tiny_voice_dir, voice_dir / "1.0.0")
-    new_version_files(voice_dir, "2.0.0", gain=0.3)
-    corrupt_wrong_inputs(new_version_files(voice_dir, "3.0.0", gain=0.1))
-    (voice_dir / "current").symlink_to("1.0.0")
+    models, voice_dir = staged_three_versions(tiny_voice_dir, tmp_path)
     events = Events()
     library = make_library(models, events, default_voice="someone-else")
     refused = library.activate(VOICE, "3.0.0")

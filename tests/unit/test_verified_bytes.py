@@ -159,6 +159,19 @@ def poison(bundle: Path, rogue: Path, cache: Path, streams: bool) -> None:
         rewriter.restore()
 
 
+def assert_rebuilt(bundle: Path, cache: Path, streams: bool, expected: list[bytes],
+                   capsys: pytest.CaptureFixture[str], *, logged: str) -> None:
+    """The next load logs ``logged``, stores a fresh cache entry and speaks as the verified
+    model does; so does the load after it, from that entry."""
+    configure_logging("info", "json")
+    capsys.readouterr()
+    voice = Voice.load(bundle, options(cache, streams))
+    assert logged in capsys.readouterr().err
+    assert voice.engine.cache == "stored"
+    assert audio(voice) == expected
+    assert audio(Voice.load(bundle, options(cache, streams))) == expected
+
+
 def test_a_cache_entry_without_a_record_is_rebuilt_from_the_verified_model(
         case: tuple[Path, Path, bool], tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
@@ -168,13 +181,7 @@ def test_a_cache_entry_without_a_record_is_rebuilt_from_the_verified_model(
     poison(bundle, rogue, cache, streams)
     for record in cache.glob("*.sha256"):
         record.unlink()  # entries of agents before #27 have none
-    configure_logging("info", "json")
-    capsys.readouterr()
-    voice = Voice.load(bundle, options(cache, streams))
-    assert "onnx_optimized_cache_bad" in capsys.readouterr().err
-    assert voice.engine.cache == "stored"
-    assert audio(voice) == expected
-    assert audio(Voice.load(bundle, options(cache, streams))) == expected
+    assert_rebuilt(bundle, cache, streams, expected, capsys, logged="onnx_optimized_cache_bad")
 
 
 @pytest.mark.parametrize("which", ["graph", "data"])
@@ -199,10 +206,5 @@ def test_a_cache_entry_rewritten_after_it_was_recorded_is_rebuilt(
     with open(target, "r+b") as handle:  # in place: the same file, as the record names it
         handle.write(bad)
         handle.truncate()
-    configure_logging("info", "json")
-    capsys.readouterr()
-    voice = Voice.load(bundle, options(cache, streams))
-    assert "sha256 differs from the record" in capsys.readouterr().err
-    assert voice.engine.cache == "stored"
-    assert audio(voice) == expected
-    assert audio(Voice.load(bundle, options(cache, streams))) == expected
+    assert_rebuilt(bundle, cache, streams, expected, capsys,
+                   logged="sha256 differs from the record")
