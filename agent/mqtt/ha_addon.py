@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from agent import __version__, jsonbound
-from agent.fsutil import atomic_write
+from agent.fsutil import atomic_write, open_regular
 from agent.logs import get_logger
 from agent.mqtt.client import InboundMessage, MqttClient, OutboundMessage
 from agent.mqtt.ha_discovery import DiscoveryInfo, discovery_payload, notify_request
@@ -93,7 +93,7 @@ def published_topic(marker: Path) -> Topic | None:
     """The discovery topic the marker file says this agent published to, if it is readable and
     has a discovery config topic's shape (``.../device/<node>/config``)."""
     try:
-        with marker.open("rb") as handle:
+        with open_regular(marker) as handle:  # never waits on a FIFO or follows a link
             data = jsonbound.loads(handle.read(_MARKER_MAX_BYTES), max_bytes=_MARKER_MAX_BYTES)
         value = data["topic"] if isinstance(data, dict) else None
         topic = Topic(value if isinstance(value, str) else "")

@@ -2,67 +2,27 @@
 expected.
 
 A bundle directory is written by whoever can write the models directory, so none of its entries
-is trusted before it has been checked: :func:`open_regular` opens a name without following a
-symbolic link (``O_NOFOLLOW``) and without blocking on a FIFO (``O_NONBLOCK``), and refuses
-anything that is not a regular file (a FIFO, a device, a socket, a directory) before a byte is
-read. :func:`read_exact` and :func:`hash_exact` read exactly the size the manifest gives, and
-fail when the file is shorter or has grown past it: a file that never ends (a character device,
-a file still being appended to) costs at most that many bytes.
+is trusted before it has been checked: :func:`open_regular` (in :mod:`agent.fsutil`) opens a
+name without following a symbolic link (``O_NOFOLLOW``) and without blocking on a FIFO
+(``O_NONBLOCK``), and refuses anything that is not a regular file (a FIFO, a device, a socket,
+a directory) before a byte is read. :func:`read_exact` and :func:`hash_exact` read exactly the
+size the manifest gives, and fail when the file is shorter or has grown past it: a file that
+never ends (a character device, a file still being appended to) costs at most that many bytes.
 """
 
 from __future__ import annotations
 
-import errno
 import hashlib
-import os
-import stat
 from pathlib import Path
 from typing import BinaryIO
+
+from agent.fsutil import UnsafeFileError, file_kind, open_regular
 
 __all__ = ["BLOCK", "UnsafeFileError", "file_kind", "hash_exact", "hash_handle", "open_regular",
            "read_exact", "read_handle"]
 
 BLOCK = 1 << 20
 """Bytes read at a time while hashing."""
-
-
-class UnsafeFileError(OSError):
-    """A bundle entry is not a regular file, or is not the size it should be."""
-
-
-def file_kind(mode: int) -> str:
-    """What ``mode`` (``st_mode``) is, in words, for refusals."""
-    for test, name in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):
-        if test(mode):
-            return name
-    return "not a regular file"
-
-
-def open_regular(path: Path) -> BinaryIO:
-    """``path`` opened for reading, when it is a regular file and not a symbolic link.
-
-    Raises :class:`FileNotFoundError` when it does not exist and :class:`UnsafeFileError` (with
-    what it is instead) otherwise; a FIFO is never waited on.
-    """
-    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(path, flags)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise UnsafeFileError(f"{path}: a symbolic link (a bundle holds regular files "
-                                  "only)") from None
-        raise
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise UnsafeFileError(f"{path}: {file_kind(mode)}, not a regular file")
-        os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb", buffering=1 << 16)
-    except BaseException:
-        os.close(fd)
-        raise
 
 
 def _read_upto(handle: BinaryIO, size: int, sink: hashlib._Hash | None,

@@ -4,7 +4,9 @@ the notify mapping, the marker file and what a reload applies."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import threading
 import time
 from pathlib import Path
 
@@ -121,6 +123,28 @@ def test_marker_is_read_only_when_it_names_a_discovery_topic(tmp_path: Path) -> 
                  '{"topic": 5}'):
         marker.write_text(junk)
         assert published_topic(marker) is None
+
+
+def test_marker_that_is_not_a_regular_file_is_not_read(tmp_path: Path) -> None:
+    # A FIFO in the marker's place (anyone who can write the state directory can make one)
+    # must not block the add-on or the ha-discovery command: it is ignored like junk. The
+    # read runs on a thread so that a blocking open fails the test instead of hanging it.
+    marker = tmp_path / "ha-discovery.json"
+    os.mkfifo(marker)
+    found: list[object] = []
+    reader = threading.Thread(target=lambda: found.append(published_topic(marker)), daemon=True)
+    reader.start()
+    reader.join(timeout=5)
+    if reader.is_alive():
+        with open(marker, "wb"):  # let the blocked open return, so the thread ends
+            pass
+        pytest.fail("published_topic blocked on a FIFO in the marker's place")
+    assert found == [None]
+    marker.unlink()
+    target = tmp_path / "elsewhere.json"
+    target.write_text(json.dumps({"topic": "ha/site/device/k_1/config"}))
+    marker.symlink_to(target)
+    assert published_topic(marker) is None
 
 
 def test_reload_applies_the_discovery_settings_at_once() -> None:
