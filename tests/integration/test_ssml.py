@@ -374,6 +374,9 @@ def test_send_checks_ssml_before_it_connects(tmp_path: Path) -> None:
                      timeout=60)
     assert done.returncode == 2, done.stderr
     assert "invalid speak command: malformed SSML" in done.stderr
+    done = agent_cli("send", "-p", "1", "--device", "t1", "speak", "--ssml",
+                     '<speak><prosody pitch="+1%">Hi</prosody></speak>', timeout=60)
+    assert done.stderr.splitlines()[0] == "tts-agent send: warning: SSML: ignored <prosody pitch>"
 
 
 def _env(voice_dir: Path) -> dict[str, str]:
