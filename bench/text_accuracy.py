@@ -1,8 +1,9 @@
 """How many announcements the agent's normalizer reads right, checked by their phonemes (#16).
 
 Every row of ``bench/corpus/announcements.tsv`` (category, input, expected readings in words) is
-normalized by the agent's :class:`~agent.text.normalize.Normalizer` and phonemized by the real
-espeak-ng (``en-us``), and so is each expected reading; the row is read right when the phonemes
+normalized by the agent's :class:`~agent.text.normalize.Normalizer`, its symbols and words of
+other scripts dropped as the frontend drops them, and phonemized by the real espeak-ng
+(``en-us``), and so is each expected reading; the row is read right when the phonemes
 of the normalized input equal those of one reading. Phonemes are compared with the clause breaks
 and clause marks, the stress marks (``ˈ ˌ``) and the spaces between words left out: a pause
 (a comma) between the groups of a phone number, or ``thirty-four`` against ``thirty four``,
@@ -96,9 +97,15 @@ def run(corpus: Path = CORPUS) -> list[Outcome]:
     sys.path.insert(0, str(ROOT))
     from agent.text.espeak import EspeakPhonemizer
     from agent.text.normalize import NormalizeOptions, Normalizer
+    from agent.text.scripts import drop_symbols, scripts_for, skip_unspeakable
 
     espeak = EspeakPhonemizer("en-us")
-    return score(read_corpus(corpus), Normalizer(NormalizeOptions()), espeak.clauses)
+    normalizer, english = Normalizer(NormalizeOptions()), scripts_for(["en_US", "en-us"])
+
+    def words(text: str) -> str:  # what the frontend gives espeak-ng (text.symbols = "drop")
+        return skip_unspeakable(drop_symbols(normalizer(text)), english)[0]
+
+    return score(read_corpus(corpus), words, espeak.clauses)
 
 
 def categories(outcomes: list[Outcome]) -> dict[str, tuple[int, int]]:

@@ -26,7 +26,7 @@ CAPITALISED_CODE_WORDS = word_set("""
 """Words that are codes only with a capital (``Seat 101``; ``we seat 1500 guests`` is not)."""
 _UNITS = word_set("""
     GB MB KB TB PB GHZ MHZ KHZ HZ KW MW GW KWH MWH MPH KPH KMH FPS AM PM MM CM KM KG MG ML
-    BPM RPM DB ST ND RD TH""")
+    BPM RPM DB ST ND RD TH V W KV MV VA KVA""")
 _NOT_FLIGHTS = word_set("""
     AM AN AS AT BE BY DO GO HE IF IN IS IT ME MY NO OF OH OK ON OR PM SO TO UP US WE""")
 
