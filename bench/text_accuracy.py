@@ -92,20 +92,29 @@ def score(rows: list[Row], normalize: Callable[[str], str],
     return outcomes
 
 
+def agent_words() -> Callable[[str], str]:
+    """What the agent's frontend gives espeak-ng for a text of an English voice: the
+    normalizer's words, with emoji and symbols dropped (``text.symbols = "drop"``) and words of
+    scripts the voice cannot read skipped."""
+    sys.path.insert(0, str(ROOT))
+    from agent.text.normalize import NormalizeOptions, Normalizer
+    from agent.text.scripts import drop_symbols, scripts_for, skip_unspeakable
+
+    normalizer, english = Normalizer(NormalizeOptions()), scripts_for(["en_US", "en-us"])
+
+    def words(text: str) -> str:
+        return skip_unspeakable(drop_symbols(normalizer(text)), english)[0]
+
+    return words
+
+
 def run(corpus: Path = CORPUS) -> list[Outcome]:
     """Score the test set with the agent's normalizer and the system espeak-ng."""
     sys.path.insert(0, str(ROOT))
     from agent.text.espeak import EspeakPhonemizer
-    from agent.text.normalize import NormalizeOptions, Normalizer
-    from agent.text.scripts import drop_symbols, scripts_for, skip_unspeakable
 
     espeak = EspeakPhonemizer("en-us")
-    normalizer, english = Normalizer(NormalizeOptions()), scripts_for(["en_US", "en-us"])
-
-    def words(text: str) -> str:  # what the frontend gives espeak-ng (text.symbols = "drop")
-        return skip_unspeakable(drop_symbols(normalizer(text)), english)[0]
-
-    return score(read_corpus(corpus), words, espeak.clauses)
+    return score(read_corpus(corpus), agent_words(), espeak.clauses)
 
 
 def categories(outcomes: list[Outcome]) -> dict[str, tuple[int, int]]:

@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 
 from agent.text.espeak import EspeakPhonemizer
-from agent.text.normalize import NormalizeOptions, Normalizer
 from tests.support import REPO
 
 TARGET = 0.95
@@ -42,7 +41,7 @@ def accuracy() -> Iterator[ModuleType]:
 @pytest.fixture(scope="module")
 def outcomes(accuracy: ModuleType) -> list[Any]:
     espeak = EspeakPhonemizer("en-us")
-    result: list[Any] = accuracy.score(accuracy.read_corpus(), Normalizer(NormalizeOptions()),
+    result: list[Any] = accuracy.score(accuracy.read_corpus(), accuracy.agent_words(),
                                        espeak.clauses)
     return result
 

@@ -1,15 +1,14 @@
 """Phone numbers: digit by digit, with a pause (a comma) between the groups as written.
 
-``555-0123`` "five five five, oh one two three"; ``(415) 555-0123`` "four one five, five five
-five, oh one two three"; ``+1 415 555 0123`` "plus one, four one five, ..."; zero is "oh", as
-US announcers say it. Found by shape: a North American number (three, three and four digits,
-with an optional ``+1`` or ``1-``, brackets, spaces, dots or hyphens), a seven-digit
-``555-0123``, an international ``+`` number of separated groups, a national number with its
-leading zero in groups (``0800 123 4567``), or any digits (in groups) right after ``call``,
-``dial``, ``phone``, ``tel``, ``text``, ``fax``, and those joined to them by "or"/"and"
-(``Dial 911``, ``dial 112 or 999``); an SMS short code (``text JOIN to 80888``), an emergency
-or service number after a word naming one (``Emergency number: 112``), ``911`` anywhere, and ten
-or eleven digits in one run. ``100-2000`` after ``from``, ``pages``... is a range.
+``555-0123`` "five five five, oh one two three"; ``(415) 555-0123``; ``+1 415 555 0123`` "plus
+one, four one five, ..."; zero is "oh", as US announcers say it. Found by shape: a North
+American number (with ``+1`` or ``1-``, brackets, spaces, dots or hyphens), ``555-0123``, a
+``+`` number in groups, a national number with its leading zero (``0800 123 4567``), any digits
+right after ``call``, ``dial``, ``phone``, ``text``... and those joined by "or" (``dial 112 or
+999``); an SMS short code (``text JOIN to 80888``), an emergency or service number after a word
+naming one (``Emergency number: 112``), ``911``, and ten or eleven digits in one run.
+``100-2000`` after ``from``, ``pages``, ``rooms``... is a range. The rules:
+docs/text.md#announcements-in-words-the-normalizer.
 """
 
 from __future__ import annotations
