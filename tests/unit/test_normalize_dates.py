@@ -64,6 +64,11 @@ def test_words_that_look_like_weekdays_are_left(text: str) -> None:
      "The festival runs June third to fifth twenty twenty six."),
     ("The exhibition runs Apr–Sep.", "The exhibition runs April to September."),
     ("Open Jan-Mar only.", "Open January to March only."),
+    # signs in capitals
+    ("STORE CLOSED MON 3 NOV", "Store Closed Monday the third of November"),
+    ("SALE ENDS 31 DEC 2026", "Sale Ends the thirty first of December twenty twenty six"),
+    ("OPEN JAN–MAR", "Open January to March"),
+    ("YOU MAY ENTER", "You May Enter"),  # MAY in capitals is the word
 ])
 def test_date_ranges_have_to(text: str, said: str) -> None:
     assert MDY(text) == said

@@ -20,9 +20,11 @@ MONTHS = ("January", "February", "March", "April", "May", "June", "July", "Augus
 
 _ABBREVIATIONS = {name[:3]: number for number, name in enumerate(MONTHS, 1)} | {"Sept": 9}
 _SHORT = [name for name in _ABBREVIATIONS if name not in MONTHS]
-_MONTH = (r"(?P<month>(?:" + "|".join(MONTHS) + r")(?!\w)|(?:" + "|".join(_SHORT)
+_CAPS = [name.upper() for name in (*MONTHS, *_SHORT) if name != "May"]
+_MONTH = (r"(?P<month>(?:" + "|".join(MONTHS) + r")(?!\w)|(?:" + "|".join([*_SHORT, *_CAPS])
           + r")(?!\w)\.?)")
-"""A month's name, or its abbreviation with or without a dot (a full name keeps its dot)."""
+"""A month's name, or its abbreviation with or without a dot (a full name keeps its dot); in
+capitals too, as signs write them (``3 NOV``; not ``MAY``, a word as often)."""
 _DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?(?!\w|[.,:]\d)"
 _YEAR = r"(?:,?\s(?P<year>1\d{3}|20\d{2})(?![\w]|[.,]\d))"
 
@@ -44,6 +46,7 @@ _CONTEXT = frozenset({"on", "until", "till", "from", "due", "by", "since", "befo
 
 def _month_number(name: str) -> int:
     name = name.rstrip(".")
+    name = name.capitalize() if name.isupper() else name
     return MONTHS.index(name) + 1 if name in MONTHS else _ABBREVIATIONS[name]
 
 
