@@ -4,9 +4,10 @@ Two sets, scored apart: the development corpus ``bench/corpus/announcements.tsv`
 written against it) and the held-out set ``bench/corpus/heldout.tsv`` (written without seeing the
 rules, run only to measure how far they generalize; never tuned on, no row edited to pass).
 Each row (category, input, expected readings in words) is normalized by the agent's
-:class:`~agent.text.normalize.Normalizer` and phonemized by the real espeak-ng, and so is each
-expected reading; the row is read right when the phonemes of the normalized input equal those of
-one reading. Phonemes are compared with the clause breaks and clause marks, the stress marks
+:class:`~agent.text.normalize.Normalizer`, its symbols and words of other scripts dropped as
+the frontend drops them, and phonemized by the real espeak-ng, and so is each expected
+reading; the row is read right when the phonemes of the normalized input equal those of one
+reading. Phonemes are compared with the clause breaks and clause marks, the stress marks
 (``ˈ ˌ``) and the spaces between words left out: a pause (a comma) between the groups of a phone
 number, or ``thirty-four`` against ``thirty four``, is not a different reading. In the expected
 readings a letter said by its name is a capital (``the A T M``); the capital ``A`` is given to
@@ -99,16 +100,32 @@ def score(rows: list[Row], normalize: Callable[[str], str],
     return outcomes
 
 
+def agent_words() -> Callable[[str], str]:
+    """What the agent's frontend gives espeak-ng for a text of an English voice: the
+    normalizer's words, with emoji and symbols dropped (``text.symbols = "drop"``) and words of
+    scripts the voice cannot read skipped."""
+    sys.path.insert(0, str(ROOT))
+    from agent.text.normalize import NormalizeOptions, Normalizer
+    from agent.text.scripts import drop_symbols, scripts_for, skip_unspeakable
+
+    normalizer, english = Normalizer(NormalizeOptions()), scripts_for(["en_US", "en-us"])
+
+    def words(text: str) -> str:
+        return skip_unspeakable(drop_symbols(normalizer(text)), english)[0]
+
+    return words
+
+
 def run(corpus: Path = CORPUS, voice: str = "en-us",
         normalize: Callable[[str], str] | None = None) -> list[Outcome]:
-    """Score one corpus file with a normalizer (the agent's English one by default) and the
-    system espeak-ng ``voice``; a per-language corpus passes its own voice and normalizer."""
+    """Score one corpus file with a normalizer (what the agent says for an English voice by
+    default: :func:`agent_words`) and the system espeak-ng ``voice``; a per-language corpus
+    passes its own voice and normalizer."""
     sys.path.insert(0, str(ROOT))
     from agent.text.espeak import EspeakPhonemizer
-    from agent.text.normalize import NormalizeOptions, Normalizer
 
     espeak = EspeakPhonemizer(voice)
-    return score(read_corpus(corpus), normalize or Normalizer(NormalizeOptions()), espeak.clauses)
+    return score(read_corpus(corpus), normalize or agent_words(), espeak.clauses)
 
 
 def categories(outcomes: list[Outcome]) -> dict[str, tuple[int, int]]:

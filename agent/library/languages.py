@@ -12,12 +12,15 @@ import threading
 from pathlib import Path
 
 from agent.library.fingerprint import Fingerprint, fingerprint
+from agent.logs import get_logger
 from agent.settings import Settings
 from agent.text.document import Document
 from agent.voice.bundle import BundleError, installed_voices, read_manifest, resolve_bundle_dir
 from agent.voice.config import VoiceConfig, VoiceLoadError
 
 __all__ = ["SpeechCheck", "VoiceLanguages"]
+
+log = get_logger(__name__)
 
 
 class VoiceLanguages:
@@ -72,6 +75,14 @@ class SpeechCheck:
         return cls(settings.models.dir, drop_symbols=settings.text.symbols == "drop")
 
     def __call__(self, document: Document, voice: str) -> str | None:
-        from agent.text.scripts import speech_problem  # regex: off the start-up path
+        """The reason, or None; words of other scripts the voice will skip are logged."""
+        from agent.text.scripts import skipped_words, speech_problem  # regex: off start-up
 
-        return speech_problem(document, voice, self.languages(), drop_symbols=self.drop_symbols)
+        languages = self.languages()
+        problem = speech_problem(document, voice, languages, drop_symbols=self.drop_symbols)
+        if problem is None:
+            skipped = skipped_words(document, voice, languages)
+            if skipped:
+                log.info("text_skipped", voice=voice, words=skipped[:8],
+                         reason="in a script the voice cannot speak")
+        return problem

@@ -183,7 +183,9 @@ class Frontend:
     ``phonemizer`` is the espeak-ng wrapper to use (default: a new one for ``espeak_voice`` on
     the library :mod:`agent.text.espeak` chooses). ``normalizer`` and ``lexicon`` are the
     optional text stages (see the module); ``drop_symbols`` drops emoji and symbols without a
-    reading (``text.symbols = "drop"``). Methods may be called from any thread.
+    reading (``text.symbols = "drop"``); ``scripts``, the scripts the voice reads, makes it skip
+    words of others (:func:`agent.text.scripts.skip_unspeakable`). Methods may be called from
+    any thread.
     """
 
     def __init__(
@@ -197,6 +199,7 @@ class Frontend:
         normalizer: TextNormalizer | None = None,
         lexicon: TextLexicon | None = None,
         drop_symbols: bool = False,
+        scripts: frozenset[str] | None = None,
     ) -> None:
         for symbol in (BOS, EOS, PAD):
             if symbol not in id_map:
@@ -210,6 +213,7 @@ class Frontend:
         self.normalizer = normalizer
         self.lexicon = lexicon
         self.drop_symbols = drop_symbols
+        self.scripts = scripts
         self._clauses = lru_cache(maxsize=cache_size)(self._clauses_uncached)
         self._marker: str | None = None
 
@@ -258,6 +262,10 @@ class Frontend:
             from agent.text.scripts import drop_symbols  # regex: imported when first needed
 
             text = drop_symbols(text)
+        if self.scripts is not None and not text.isascii():
+            from agent.text.scripts import skip_unspeakable
+
+            text = skip_unspeakable(text, self.scripts)[0]
         if not text.strip():
             return []
         if not before_given or not open_ended(text):

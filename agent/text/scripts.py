@@ -1,9 +1,11 @@
 """Which writing systems a voice can read, and the symbols no voice should read aloud.
 
-A request in a script its voice cannot say is refused, naming the script (:func:`unspeakable`),
-and emoji and other symbols without a reading are dropped (:func:`drop_symbols`) unless
-``text.symbols`` leaves them to espeak-ng. Scripts come from the Unicode Script property; a voice
-reads Latin and its language's scripts (:data:`LANGUAGE_SCRIPTS`). Design:
+A request mostly in a script its voice cannot say is refused, naming the script
+(:func:`unspeakable`, :func:`mostly_unspeakable`); a word or a letter of such a script in a text
+the voice can say is skipped (:func:`skip_unspeakable`; a lone Greek letter, a symbol espeak-ng
+names, stays). Emoji and other symbols without a reading are dropped (:func:`drop_symbols`)
+unless ``text.symbols`` leaves them to espeak-ng. Scripts come from the Unicode Script property;
+a voice reads Latin and its language's scripts (:data:`LANGUAGE_SCRIPTS`). Design:
 docs/internals.md#scripts-and-symbols.
 """
 
@@ -17,8 +19,8 @@ import regex
 from agent.text.document import Document, Phonemes, Speech
 
 __all__ = ["LANGUAGE_SCRIPTS", "NOTHING_TO_SPEAK", "SCRIPTS", "drop_symbols", "has_speech",
-           "language_base", "scripts_for", "scripts_of", "speech_problem", "unspeakable",
-           "unspeakable_reason"]
+           "language_base", "mostly_unspeakable", "scripts_for", "scripts_of", "skip_unspeakable",
+           "skipped_words", "speech_problem", "unspeakable", "unspeakable_reason"]
 
 NOTHING_TO_SPEAK = "text has nothing to speak"
 
@@ -125,6 +127,60 @@ def unspeakable(text: str, allowed: frozenset[str] | None) -> list[str]:
     return list(found)
 
 
+_WIDE = regex.compile(r"[\p{Script=Han}\p{Script=Hiragana}\p{Script=Katakana}\p{Script=Hangul}"
+                      r"\p{Script=Yi}\p{Script=Bopomofo}]")
+_WIDE_WEIGHT = 3
+"""A character of these scripts is about a word (a syllable or more): it counts as three letters."""
+_LETTER = regex.compile(r"\p{L}")
+_GREEK = regex.compile(r"\p{Script=Greek}")
+_DOUBLE_MARK = regex.compile(r"([,;:])(?:\s*[,;:])+")
+_LOOSE_MARK = regex.compile(r"^\s*[,;:.!?]+\s*|\s+(?=[,;:.!?])")
+"""A mark a skipped word leaves at the start, or a space it leaves before a mark."""
+
+
+def mostly_unspeakable(text: str, allowed: frozenset[str] | None) -> bool:
+    """Whether most of ``text``'s letters are in scripts outside ``allowed`` (a character of
+    Han, kana or Hangul weighs three letters): such a text is refused, while a word or a
+    symbol of another script in a text the voice can say is skipped. None: never."""
+    if allowed is None:
+        return False
+    weight = letters = 0
+    for match in _outside(allowed).finditer(text):
+        char = match.group()
+        if not _SYMBOLS.match(char):
+            weight += _WIDE_WEIGHT if _WIDE.match(char) else 1
+            letters += 1 if _LETTER.match(char) else 0
+    return weight > 0 and weight > len(_LETTER.findall(text)) - letters
+
+
+@functools.lru_cache(maxsize=64)
+def _outside_runs(allowed: frozenset[str]) -> regex.Pattern[str]:
+    inside = "".join(rf"\p{{Script={name}}}" for name in sorted(allowed))
+    return regex.compile(rf"[^{_NEUTRAL}{inside}\s]+")
+
+
+def skip_unspeakable(text: str, allowed: frozenset[str] | None) -> tuple[str, list[str]]:
+    """``text`` without the words of scripts outside ``allowed``, and the words skipped. A
+    lone Greek letter (``π``, ``Δ``, ``α-blocker``: a symbol espeak-ng names) stays; emoji
+    and other symbols are :func:`drop_symbols`'s. None: nothing is skipped."""
+    if allowed is None or text.isascii():
+        return text, []
+    skipped: list[str] = []
+
+    def skip(match: regex.Match[str]) -> str:
+        run = match.group()
+        if (len(run) == 1 and _GREEK.match(run)) or _SYMBOLS.fullmatch(run):
+            return run
+        skipped.append(run)
+        return " "
+
+    left = _outside_runs(allowed).sub(skip, text)
+    if not skipped:
+        return text, []
+    left = _DOUBLE_MARK.sub(r"\1", " ".join(left.split()))
+    return _LOOSE_MARK.sub("", left), skipped
+
+
 def drop_symbols(text: str) -> str:
     """``text`` without emoji and other symbols that have no reading (see the module); a
     dropped symbol between words leaves a space."""
@@ -152,9 +208,9 @@ def unspeakable_reason(scripts: Sequence[str], voice: str, languages: Sequence[s
 
 def speech_problem(document: Document, voice: str, languages: Mapping[str, Sequence[str]], *,
                    drop_symbols: bool = True) -> str | None:
-    """Why ``document`` cannot be spoken, in one line, or None when it can: text in a script
-    its voice cannot say (each speech part judged by the voice it names, else ``voice``; the
-    reason names the installed voices of ``languages`` that could say it), or, with
+    """Why ``document`` cannot be spoken, in one line, or None when it can: text mostly in a
+    script its voice cannot say (each speech part judged by the voice it names, else ``voice``;
+    the reason names the installed voices of ``languages`` that could say it), or, with
     ``drop_symbols``, nothing to say once emoji and symbols are dropped (no letter, digit or
     sign in any part, no given phonemes, pause or sound)."""
     something = False
@@ -164,7 +220,8 @@ def speech_problem(document: Document, voice: str, languages: Mapping[str, Seque
             continue
         name = part.voice or voice
         text = " ".join(p for p in part.pieces if isinstance(p, str))
-        scripts = unspeakable(text, scripts_for(languages.get(name, ())))
+        allowed = scripts_for(languages.get(name, ()))
+        scripts = unspeakable(text, allowed) if mostly_unspeakable(text, allowed) else []
         if scripts:
             able = [other for other, codes in sorted(languages.items())
                     if not unspeakable(text, scripts_for(codes))]
@@ -172,3 +229,15 @@ def speech_problem(document: Document, voice: str, languages: Mapping[str, Seque
         something = something or not drop_symbols or has_speech(text) or any(
             isinstance(p, Phonemes) for p in part.pieces)
     return None if something else NOTHING_TO_SPEAK
+
+
+def skipped_words(document: Document, voice: str,
+                  languages: Mapping[str, Sequence[str]]) -> list[str]:
+    """The words of other scripts the voices of ``document`` will skip (for warnings and
+    logs): each speech part judged by the voice it names, else ``voice``."""
+    words: list[str] = []
+    for part in document:
+        if isinstance(part, Speech):
+            text = " ".join(p for p in part.pieces if isinstance(p, str))
+            words += skip_unspeakable(text, scripts_for(languages.get(part.voice or voice, ())))[1]
+    return words

@@ -13,7 +13,6 @@ onnxruntime's lazy initialisation, and a model that produces silence or NaNs is 
 from __future__ import annotations
 
 import functools
-import importlib
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -70,10 +69,11 @@ def build_frontend(config: VoiceConfig, options: VoiceOptions, *,
                    cache_size: int | None = None) -> Frontend:
     """The text frontend of a voice of ``config`` loaded with ``options``: its espeak-ng voice
     and id map, and the text stages of ``options.text`` (the normalizer of the voice's
-    language, the lexicon, the symbols rule). ``tts-agent phonemize`` builds the same."""
+    language, the lexicon, the symbols rule, the scripts it reads). ``tts-agent phonemize``
+    builds the same."""
+    from agent.text.scripts import scripts_for  # regex: here, on the loader's helper thread
+
     text = options.text
-    if text.drop_symbols:  # the regex module, imported here (on the loader's helper thread)
-        importlib.import_module("agent.text.scripts")
     normalizer: TextNormalizer | None = None
     if text.normalize:
         from agent.text.normalize import NormalizeOptions, Normalizer
@@ -82,7 +82,8 @@ def build_frontend(config: VoiceConfig, options: VoiceOptions, *,
         normalizer = Normalizer.for_language(language, NormalizeOptions(date_order=text.date_order))
     return Frontend(config.espeak_voice, config.phoneme_id_map, max_chars=options.max_chars,
                     cache_size=options.phoneme_cache_size if cache_size is None else cache_size,
-                    normalizer=normalizer, lexicon=text.lexicon, drop_symbols=text.drop_symbols)
+                    normalizer=normalizer, lexicon=text.lexicon, drop_symbols=text.drop_symbols,
+                    scripts=scripts_for(config.languages))
 
 
 @dataclass(frozen=True, slots=True)

@@ -65,3 +65,15 @@ def test_mixed_scripts_and_emoji(agent: AgentService, controller: Recorder) -> N
     assert (final["event"], final["reason"]) == ("rejected", "text has nothing to speak")
     controller.publish(DEV.command("speak"), {"id": "party", "text": "Party \U0001f389 time!"})
     assert final_for(controller, "party")["event"] == "finished"
+
+
+def test_one_symbol_or_word_of_another_script_is_spoken(agent: AgentService,
+                                                        controller: Recorder) -> None:
+    """#29: a Greek mu as a unit, or one foreign word, no longer refuses the announcement (the
+    word is skipped); text mostly in that script still is."""
+    controller.publish(DEV.command("speak"),
+                       {"id": "dose", "text": "Give 250 μg twice daily, says the 欢迎 desk."})
+    assert final_for(controller, "dose")["event"] == "finished"
+    assert kinds_for(controller, "dose") == ["accepted", "started", "finished"]
+    controller.publish(DEV.command("speak"), {"id": "most", "text": "Welcome 欢迎光临你好"})
+    assert final_for(controller, "most")["event"] == "rejected"

@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 
 from agent.text.espeak import EspeakPhonemizer
-from agent.text.normalize import NormalizeOptions, Normalizer
 from tests.support import REPO
 
 TARGET = 0.95
@@ -45,7 +44,7 @@ def accuracy() -> Iterator[ModuleType]:
 @pytest.fixture(scope="module")
 def outcomes(accuracy: ModuleType) -> list[Any]:
     espeak = EspeakPhonemizer("en-us")
-    result: list[Any] = accuracy.score(accuracy.read_corpus(), Normalizer(NormalizeOptions()),
+    result: list[Any] = accuracy.score(accuracy.read_corpus(), accuracy.agent_words(),
                                        espeak.clauses)
     return result
 
@@ -54,7 +53,7 @@ def outcomes(accuracy: ModuleType) -> list[Any]:
 def heldout(accuracy: ModuleType) -> list[Any]:
     espeak = EspeakPhonemizer("en-us")
     result: list[Any] = accuracy.score(accuracy.read_corpus(accuracy.HELDOUT),
-                                       Normalizer(NormalizeOptions()), espeak.clauses)
+                                       accuracy.agent_words(), espeak.clauses)
     return result
 
 

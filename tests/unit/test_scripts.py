@@ -5,12 +5,16 @@ from __future__ import annotations
 import pytest
 
 from agent.text.document import Document, Pause, Phonemes, Speech, plain
+from agent.text.frontend import BOS, EOS, PAD, Frontend
 from agent.text.scripts import (
     NOTHING_TO_SPEAK,
     drop_symbols,
     has_speech,
+    mostly_unspeakable,
     scripts_for,
     scripts_of,
+    skip_unspeakable,
+    skipped_words,
     speech_problem,
     unspeakable,
 )
@@ -114,3 +118,75 @@ def test_hostile_input_finishes() -> None:
     assert unspeakable(text, ENGLISH) == ["Han"]
     assert drop_symbols(text) == " ".join(["a你"] * 20_000)
     assert has_speech(text)
+
+
+# --- a word or a symbol of another script (#29 item 5) ---------------------------------------
+
+ENGLISH_VOICE = {"en_US-joe-medium": ("en_US", "en-us")}
+
+
+@pytest.mark.parametrize("text", [
+    "Give 250 μg twice daily.",  # a Greek mu as a unit: refused before #29
+    "The meter reads 10 Ω.",
+    "Welcome, 欢迎, to the city museum.",
+    "Café Ελλάδα is now open.",
+    "Здравствуйте! Welcome aboard flight BA 287.",
+    "The value of π is about 3.14.",
+])
+def test_one_word_or_symbol_of_another_script_is_not_refused(text: str) -> None:
+    assert speech_problem(plain(text), "en_US-joe-medium", ENGLISH_VOICE) is None
+
+
+@pytest.mark.parametrize(("text", "scripts"), [
+    ("你好，欢迎光临。", ["Han"]),
+    ("Добро пожаловать в Москву, welcome", ["Cyrillic"]),
+    ("Welcome 東京駅へようこそ", ["Han", "Hiragana"]),  # a Han or kana character weighs three
+    ("Καλημέρα σας, friends", ["Greek"]),
+])
+def test_text_mostly_in_another_script_is_refused_as_before(text: str,
+                                                            scripts: list[str]) -> None:
+    assert mostly_unspeakable(text, ENGLISH)
+    problem = speech_problem(plain(text), "en_US-joe-medium", ENGLISH_VOICE)
+    assert problem is not None
+    assert problem.startswith("text is in " + " and ".join(f"{s} script" for s in scripts))
+
+
+@pytest.mark.parametrize(("text", "left", "skipped"), [
+    ("Welcome, 欢迎, to the city museum.", "Welcome, to the city museum.", ["欢迎"]),
+    ("Café Ελλάδα is now open.", "Café is now open.", ["Ελλάδα"]),
+    ("Здравствуйте! Welcome aboard.", "Welcome aboard.", ["Здравствуйте"]),
+    ("Train to 東京 now", "Train to now", ["東京"]),
+    # a lone Greek letter is a symbol espeak-ng names: it stays
+    ("The value of π is 3.14.", "The value of π is 3.14.", []),
+    ("Alpha: α-blockers at counter 2.", "Alpha: α-blockers at counter 2.", []),
+    ("Dose 250 μg", "Dose 250 μg", []),
+    # emoji are drop_symbols's, Latin with accents is the voice's own
+    ("Party \U0001f389 time, Zürich", "Party \U0001f389 time, Zürich", []),
+])
+def test_skip_unspeakable(text: str, left: str, skipped: list[str]) -> None:
+    assert skip_unspeakable(text, ENGLISH) == (left, skipped)
+    assert skip_unspeakable(text, None) == (text, [])
+
+
+def test_skipped_words_are_named_per_voice() -> None:
+    document = Document((Speech(("Next: 欢迎 and Москва, all aboard now please",)),
+                         Speech(("你好",), voice="zh-voice")))
+    assert speech_problem(document, "en_US-joe-medium", VOICES) is None
+    assert skipped_words(document, "en_US-joe-medium", VOICES) == ["欢迎", "Москва"]
+
+
+def test_the_frontend_skips_words_of_scripts_its_voice_cannot_read() -> None:
+    toy = {PAD: [0], BOS: [1], EOS: [2], " ": [3], ",": [4], ".": [5]}
+    skipping = Frontend("en-us", toy, scripts=ENGLISH)
+    reading = Frontend("en-us", toy)
+    said = [c.phonemes for c in skipping.clauses("Welcome, 欢迎, to the museum.")]
+    assert said == [c.phonemes for c in reading.clauses("Welcome, to the museum.")]
+    assert said != [c.phonemes for c in reading.clauses("Welcome, 欢迎, to the museum.")]
+
+
+def test_hostile_input_finishes_when_judged_and_skipped() -> None:
+    text = ("a你б" * 20_000) + ("π " * 10_000)
+    assert not mostly_unspeakable("abcdefgh" * 1000 + "你", ENGLISH)
+    assert mostly_unspeakable(text, ENGLISH)
+    left, skipped = skip_unspeakable(text, ENGLISH)
+    assert len(skipped) == 20_000 and "你" not in left  # "你б": one run of two scripts

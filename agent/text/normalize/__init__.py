@@ -32,6 +32,7 @@ from agent.text.normalize import (
     symbols,
     units,
     web,
+    weekdays,
     years,
 )
 from agent.text.normalize.options import DateOrder, NormalizeOptions, Pass
@@ -68,11 +69,13 @@ RULES_DIGEST = rules_digest(Path(__file__).parent, _num2words_version())
 ORDER: tuple[Pass, ...] = (
     numbers.ascii_digits,
     money.money,  # before the codes: "$3B" is money, not a code "3B"
+    weekdays.weekdays,  # before the capitals: "MON–FRI" are days
     initialisms.initialisms,
     roman.roman_numerals,
     web.web_addresses,
     codes.codes,
     abbreviations.abbreviations,
+    dates.date_ranges,  # before the pauses: "Nov 30 – Dec 3" is one range
     symbols.pauses,
     clock.times,
     dates.dates,

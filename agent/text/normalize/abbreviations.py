@@ -28,6 +28,7 @@ TITLES = {
     "tel": "telephone", "Ext": "extension", "ext": "extension", "Ref": "reference",
     "ref": "reference", "Max": "maximum", "max": "maximum", "Temp": "temperature",
     "temp": "temperature", "Avg": "average", "avg": "average", "Qty": "quantity",
+    "opp": "opposite", "Opp": "opposite", "nr": "near", "Nr": "near",
 }
 """Expanded, and their dot dropped: they stand before what they name."""
 SENTENCE_WORDS = {
@@ -37,7 +38,8 @@ SENTENCE_WORDS = {
     "Co": "company", "Bros": "brothers", "etc": "et cetera", "Etc": "et cetera",
 }
 """Expanded; their dot may also end the sentence (kept before a capital or at the end)."""
-_NUMBER_WORDS = {"No": "number", "no": "number", "Nos": "numbers", "nos": "numbers"}
+_NUMBER_WORDS = {"No": "number", "no": "number", "Nos": "numbers", "nos": "numbers",
+                 "Nr": "number", "nr": "number"}
 _TIME_UNITS = {"min": "minute", "mins": "minutes", "hr": "hour", "hrs": "hours",
                "sec": "second", "secs": "seconds"}
 
@@ -45,7 +47,10 @@ _NAMES = "|".join(sorted({*TITLES, *SENTENCE_WORDS}, key=len, reverse=True))
 _DOTTED = re.compile(rf"(?<![\w.])({_NAMES})\.(?=[\s,;:)\"'\u201d\u2019]|$)")
 _LATIN = re.compile(r"(?<![\w.])([eE])\.\s?g\.?(?=[\s,;:)]|$)|(?<![\w.])([iI])\.\s?e\.?"
                     r"(?=[\s,;:)]|$)")
-_NUMBER = re.compile(r"(?<![\w.])(Nos?|nos?)\.\s?(?=#?\d)")
+_NUMBER = re.compile(r"(?<![\w.])(Nos?|nos?|Nr|nr)\.\s?(?=#?\d)")
+_ESTABLISHED = re.compile(r"(?<![\w.])([Ee]st|EST)\.\s?(?=(?:in\s)?[12]\d{3}\b)"
+                          r"|(?<![\w.])([Ee]st)\.(?= [a-z\d])|(?<![\w.])(Est)\.(?= )")
+"""``Est. 1998`` "established" (before a year); ``est. wait``, ``Est. 20 min`` "estimated"."""
 _UNIT = re.compile(r"(?<![\w.])(\d{1,6}(?:\.\d{1,3})?) ?(mins?|hrs?|secs?)\b\.?")
 _LETTERS = re.compile(r"(?<![\w.])((?:[A-Z]\.){2,6})(?![\w])")
 _INITIAL = re.compile(r"(?<![\w.])([B-HJ-Z])\.(?= [A-Z][a-z])")
@@ -124,6 +129,7 @@ def abbreviations(text: str, options: NormalizeOptions) -> str:
     del options
     if "." in text:
         text = _NUMBER.sub(lambda m: _NUMBER_WORDS[m.group(1)] + " ", text)
+        text = _ESTABLISHED.sub(lambda m: "established " if m.group(1) else "estimated", text)
         text = _LATIN.sub(lambda m: _latin(text, m), text)
         text = _LETTERS.sub(lambda m: _letters(text, m), text)
         text = _DOTTED.sub(lambda m: _dotted(text, m), text)

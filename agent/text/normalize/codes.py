@@ -26,7 +26,7 @@ CAPITALISED_CODE_WORDS = word_set("""
 """Words that are codes only with a capital (``Seat 101``; ``we seat 1500 guests`` is not)."""
 _UNITS = word_set("""
     GB MB KB TB PB GHZ MHZ KHZ HZ KW MW GW KWH MWH MPH KPH KMH FPS AM PM MM CM KM KG MG ML
-    BPM RPM DB ST ND RD TH""")
+    BPM RPM DB ST ND RD TH V W KV MV VA KVA""")
 _NOT_FLIGHTS = word_set("""
     AM AN AS AT BE BY DO GO HE IF IN IS IT ME MY NO OF OH OK ON OR PM SO TO UP US WE""")
 
@@ -35,7 +35,13 @@ _FLIGHT = re.compile(r"(?<![\w.,/-])([A-Z]{2}|[A-Z]\d|\d[A-Z]) (\d{1,4})(?![\w/-
 _LETTERS_FIRST = re.compile(r"(?<![\w.,/-])([A-Z]{1,3})(\d{1,4})([A-Z]?)(?![\w/-]|[.,]\d)")
 _DIGITS_FIRST = re.compile(r"(?<![\w.,/-])(\d{1,4})([A-Z]{1,3})(?![\w/'-]|[.,]\d)")
 _LETTER_AFTER_WORD = re.compile(r"(?<![\w.-])([A-Za-z]{2,12})( {1,3})([A-Z])(?![\w&'-]|\.\w)")
-_AFTER_WORD = re.compile(r"(?<![\w.-])([A-Za-z]{2,12})(\.? {1,3})(\d{3,4})(?![\w/:-]|[.,]\d)")
+_AFTER_WORD = re.compile(r"(?<![\w.-])([A-Za-z]{2,12})(\.? {1,3})(\d{3,4})"
+                         r"(?:(?:\s?[-–—]\s?|\sto\s)(\d{3,4}))?(?![\w/:-]|[.,]\d)")
+"""A number after a code word (``Room 101``), or two joined as a range (``Rooms 201–210``)."""
+_CODE = r"[A-Z]{1,3}\d{1,4}[A-Z]?|\d{1,4}[A-Z]{1,3}"
+_CODE_RANGE = re.compile(rf"(?<![\w.,/-])(?P<a>{_CODE})(?:\s?[–—]\s?|-)(?P<b>{_CODE})"
+                         r"(?![\w/-]|[.,]\d)")
+"""Two codes of one shape joined by a dash (``B1–B9``, ``3A-3C``): "B one to B nine"."""
 
 
 def _flight(match: re.Match[str]) -> str:
@@ -63,7 +69,18 @@ def _is_code_word(word: str) -> bool:
 def _after_word(match: re.Match[str]) -> str:
     if not _is_code_word(match.group(1)):
         return match.group(0)
-    return f"{match.group(1)}{match.group(2)}{announced_number(match.group(3))}"
+    said = f"{match.group(1)}{match.group(2)}{announced_number(match.group(3))}"
+    return f"{said} to {announced_number(match.group(4))}" if match.group(4) else said
+
+
+def _code_range(match: re.Match[str]) -> str:
+    """``B1–B9`` "B1 to B9" (each code read after): codes of one shape, not units."""
+    a, b = match["a"], match["b"]
+    if a[0].isdigit() != b[0].isdigit() or a[-1].isdigit() != b[-1].isdigit():
+        return match.group(0)
+    if a.lstrip("0123456789") in _UNITS or b.lstrip("0123456789") in _UNITS:
+        return match.group(0)
+    return f"{a} to {b}"
 
 
 def _letter_after_word(match: re.Match[str]) -> str:
@@ -80,6 +97,8 @@ def codes(text: str, options: NormalizeOptions) -> str:
     text = _LETTER_AFTER_WORD.sub(_letter_after_word, text)
     if not any(c.isdigit() for c in text):
         return text
+    if any(c in text for c in "-–—"):
+        text = _CODE_RANGE.sub(_code_range, text)
     text = _FLIGHT.sub(_flight, text)
     text = _LETTERS_FIRST.sub(_letters_first, text)
     text = _DIGITS_FIRST.sub(_digits_first, text)

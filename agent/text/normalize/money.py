@@ -6,7 +6,8 @@ decimals or a scale word make a decimal amount (``$1.5 million`` "one point five
 dollars"). ``99¢`` is cents; ``$9.99/month`` "... per month"; ``$5-$10`` and ``$5-10`` "five
 dollars to ten dollars". One of a unit is singular (``$1`` "one dollar", ``1p`` "one penny"),
 and so is the unit of a whole amount used as an adjective (``a $5 meal`` "a five dollar meal");
-yen has no plural and no minor unit read.
+yen has no plural and no minor unit read. A minus sign starting the amount, before or after the
+symbol (``-$5``, ``$-5``, ``−€12``, ``–£3``), is "minus": a debt is not read as a credit.
 """
 
 from __future__ import annotations
@@ -47,10 +48,12 @@ _PER = {"month": "month", "mo": "month", "year": "year", "yr": "year", "week": "
         "person": "person", "pp": "person", "kg": "kilogram", "lb": "pound", "km": "kilometer",
         "mi": "mile", "l": "liter", "gal": "gallon", "min": "minute", "ticket": "ticket"}
 _PER_UNIT = r"(?:/(?P<per>" + "|".join(sorted(_PER, key=len, reverse=True)) + r")(?![\w/]))?"
-BEFORE = re.compile(rf"(?<![\w$€£¥₹])(?P<sym>{_SYMBOL}|(?:{_CODE})\s?)"
+_SIGN = r"(?P<sign>(?<![^\s(\[])[-−–](?=[\d$€£¥₹]|US\$|[A-Z]{3}\s?\d))?"
+"""A minus sign that starts a word (``-$5``, ``−€12``, ``–$40``): the amount is negative."""
+BEFORE = re.compile(rf"{_SIGN}(?<![\w$€£¥₹])(?P<sym>{_SYMBOL}|(?:{_CODE})\s?)(?P<inner>[-−])?"
                     rf"{_AMOUNT}{_SCALE}{_PER_UNIT}(?![\w/]|[.,]\d)")
-AFTER = re.compile(rf"(?<![\w.,$€£¥₹]){_AMOUNT}{_SCALE}(?:\s?(?P<sym>[€£¥₹$]|(?:{_CODE})\b|¢)"
-                    r"|(?P<pence>p)(?!\w|\.\w))")
+AFTER = re.compile(rf"{_SIGN}(?<![\w.,$€£¥₹]){_AMOUNT}{_SCALE}"
+                   rf"(?:\s?(?P<sym>[€£¥₹$]|(?:{_CODE})\b|¢)|(?P<pence>p)(?!\w|\.\w))")
 
 
 def _units(count: str, unit: str, options: NormalizeOptions, *, exact_one: bool) -> str:
@@ -59,6 +62,12 @@ def _units(count: str, unit: str, options: NormalizeOptions, *, exact_one: bool)
 
 
 def _say(m: re.Match[str], options: NormalizeOptions) -> str:
+    groups = m.groupdict()
+    negative = bool(groups.get("sign") or groups.get("inner"))
+    return ("minus " if negative else "") + _amount(m, options)
+
+
+def _amount(m: re.Match[str], options: NormalizeOptions) -> str:
     sym = "p" if m.groupdict().get("pence") else m["sym"].strip()
     whole, frac, scale = m["whole"], m["frac"] or "", m["scale"]
     if sym in ("¢", "p"):

@@ -20,6 +20,9 @@ _NTH = r"(?:st|nd|rd|th)"
 _RANGE = re.compile(rf"(?<![\w.,/:-])(?P<a>{_NUM})(?P<sa>{_NTH})?(?P<dash>\s?[–—]\s?|-|\s-\s)"
                     rf"(?P<b>{_NUM})(?P<sb>{_NTH})?(?![\w/:]|[-–—]\d|[.,]\d)")
 _YEAR = re.compile(r"1\d{3}|20\d{2}")
+_SEASON = re.compile(r"(?<![\w.,/:$€£¥#-])(?P<a>1[89]\d\d|20\d\d)(?P<sep>\s?[-–—]\s?|/)(?P<b>\d\d)"
+                     r"(?![\w/:%°]|[-–—]\d|[.,]\d)")
+"""A season or school year: ``1998–99``, ``2025/26``: the second year by its last two digits."""
 _FRACTION = re.compile(r"(?<![\w.,/:])(?:(?P<whole>\d++)\s)?(?P<a>\d{1,6}+)/(?P<b>\d{1,6}+)"
                        r"(?![\w/]|[.,]\d)")
 _VULGAR = {"½": (1, 2), "⅓": (1, 3), "⅔": (2, 3), "¼": (1, 4), "¾": (3, 4), "⅕": (1, 5),
@@ -39,7 +42,21 @@ def ranges(text: str, options: NormalizeOptions) -> str:
             return f"{spoken.year(a, options)} to {spoken.year(b, options)}"
         return f"{a}{m['sa'] or ''} to {b}{m['sb'] or ''}"
 
-    return _RANGE.sub(say, text)
+    return _RANGE.sub(say, _SEASON.sub(lambda m: _season(m, options), text))
+
+
+def _season(m: re.Match[str], options: NormalizeOptions) -> str:
+    """``1998–99`` "nineteen ninety eight to ninety nine"; with ``/`` only for the year after
+    (``2025/26``; ``2025/30`` is left to the fractions)."""
+    first, last = int(m["a"]), int(m["b"])
+    following = (first + 1) % 100
+    if (m["sep"] == "/" and last != following) or not (first % 100 < last or last == following):
+        return m.group(0)
+    if last == 0 or 2000 <= first < 2010:  # 1999–00, 2005–06: the whole second year
+        said = spoken.year(str(first - first % 100 + last + (100 if last == 0 else 0)), options)
+    else:
+        said = ("oh " if last < 10 else "") + spoken.cardinal(str(last), options)
+    return f"{spoken.year(m['a'], options)} to {said}"
 
 
 def say_fraction(numerator: int, denominator: int, options: NormalizeOptions) -> str:

@@ -1,8 +1,10 @@
 """Roman numerals in names and titles: ``Henry VIII`` → "Henry the eighth", ``Chapter IV`` →
 "Chapter four", ``World War II`` → "World War two".
 
-Only after a title word (:data:`TITLE_WORDS`: the number) or a name (not in :data:`NOT_NAMES`: the
-ordinal with "the"); canonical numerals only. The rules:
+Only after a title word (:data:`TITLE_WORDS`: the number) or a capitalised word (not in
+:data:`NOT_NAMES`): after a ruler's name (:data:`REGNAL_NAMES`, or a title such as ``King``) the
+ordinal with "the", after any other a sequel's number (``Jaws II`` "Jaws two"); canonical
+numerals only. The rules:
 docs/internals.md#normalizer-roman-numerals.
 """
 
@@ -31,6 +33,20 @@ NOT_NAMES = word_set("""
     Bus Car Coach Carriage Counter Desk Belt Carousel Flight Train Bed Ward Berth Pier Dock
     Lane Aisle Box Unit Suite Block Wing Size Vitamin Type Grade Class Model Version""")
 """Capitalised words after which a numeral-looking word is not a regnal number."""
+REGNAL_NAMES = word_set("""
+    Henry Elizabeth George Edward William Charles James John Richard Mary Anne Victoria Louis
+    Philip Philippe Felipe Juan Carlos Alfonso Ferdinand Isabella Frederick Friedrich Frederik
+    Wilhelm Ludwig Otto Leopold Francis Franz Joseph Napoleon Alexander Nicholas Ivan Peter
+    Catherine Paul Pius Benedict Gregory Leo Innocent Clement Urban Boniface Sixtus Adrian
+    Constantine Justinian Christian Gustav Gustavus Olaf Harald Haakon Magnus Eric Erik
+    Sigismund Casimir Stanislaus Rudolf Maximilian Umberto Vittorio Emmanuel Manuel Pedro
+    Afonso Sancho Ramesses Rameses Ramses Thutmose Amenhotep Ptolemy Cleopatra Darius Xerxes
+    Antiochus Herod David Duncan Robert Macbeth Llywelyn Owain Stephen Harold Canute
+    Cnut Ethelred Edmund Alfred Matilda Margaret Sophia Albert Baudouin Rainier Willem Beatrix
+    Carl Hussein Abdullah Mohammed Mehmed Suleiman Selim Murad Bayezid Mahmud Akihito Naruhito
+    Hirohito Rama Norodom Sihanouk Tupou Mswati Letsie Moshoeshoe""")
+"""Given names of kings, queens, popes and emperors: after one a numeral is regnal
+(``Henry VIII`` "the eighth"); after another name it is a number (``Jaws II`` "two")."""
 
 _NUMERAL = re.compile(r"C{0,3}(?:XC|XL|L?X{0,3})(?:IX|IV|V?I{0,3})")
 _VALUES = {"I": 1, "V": 5, "X": 10, "L": 50, "C": 100}
@@ -64,13 +80,21 @@ def _reading(text: str, match: re.Match[str]) -> str | None:
         return _words(value)
     if dot or not (before[0].isupper() and before[1:].islower()) or before in NOT_NAMES:
         return None
+    return _after_name(text, match, before, numeral, value)
+
+
+def _after_name(text: str, match: re.Match[str], before: str, numeral: str,
+                value: int) -> str | None:
+    """After a ruler's name (or a royal title) the ordinal; after another name, a sequel."""
     if not 1 <= value <= 39:
         return None
-    if value == 1:
-        title = _WORD_BEFORE.search(text, max(0, match.start() - 25), match.start())
-        if title is None or title.group(1) not in ROYAL:
-            return None
-    return "the " + _words(value, ordinal=True)
+    title = _WORD_BEFORE.search(text, max(0, match.start() - 25), match.start())
+    royal = title is not None and title.group(1) in ROYAL
+    if before in REGNAL_NAMES or royal:
+        return None if value == 1 and not royal else "the " + _words(value, ordinal=True)
+    if value == 1 or numeral == "X":  # "Rocky I" is rare, "Malcolm X" is a name
+        return None
+    return _words(value)  # a sequel: "Jaws II" two, "Final Fantasy VII" seven
 
 
 def roman_numerals(text: str, options: NormalizeOptions) -> str:

@@ -1,9 +1,9 @@
 """Symbols between words in words, and ellipses and dashes as pauses.
 
-:func:`symbols` reads ``&``, ``@``, ``+``, ``=``, ``#``, ``~``, ``/`` between words and the like
-(after the numbers and addresses); :func:`pauses` turns an ellipsis or a dash between words into a
-comma, or "to" between two days or months (before the numbers). The rules:
-docs/internals.md#normalizer-symbols-and-pauses.
+:func:`symbols` reads ``&``, ``@``, ``+``, ``=``, ``#``, ``~``, ``/`` between words and the like,
+``©`` "copyright" and ``±`` "plus or minus" (after the numbers and addresses); :func:`pauses`
+turns an ellipsis or a dash between words into a comma, or "to" between two days or months
+(before the numbers). The rules: docs/internals.md#normalizer-symbols-and-pauses.
 """
 
 from __future__ import annotations
@@ -21,6 +21,9 @@ _SPECIAL_SAID = {"and/or": "and or", "w/o": "without", "w/": "with", "c/o": "car
 _SLASH = re.compile(r"(?<![\w/])([A-Za-z]{2,20})/([A-Za-z]{2,20})(?![\w/])")
 _SYMBOL = re.compile(r" ?([&@+=#~]) ?")
 _SPACES = re.compile(r"  +")
+_SIGNS = {"©": "copyright", "±": "plus or minus"}
+"""Signs read aloud (the emoji and symbols the frontend drops, ``™ ®``, are not said)."""
+_SIGN = re.compile(r" ?([©±]) ?")
 _SAID = {"&": "and", "@": "at", "+": "plus", "=": "equals", "#": "hash", "~": "about"}
 _ELLIPSIS = re.compile(r"(?<=[\w)\"'\u201d\u2019%]) ?(?:\.\.\.|…)[.…]* ?(?=[\w(\"'\u201c\u2018])")
 _AFTER_MARK = re.compile(r"(?<=[,;:!?]) ?(?:\.\.\.|…)[.…]* ?(?=[\w(\"'\u201c\u2018])")
@@ -46,6 +49,9 @@ def symbols(text: str, options: NormalizeOptions) -> str:
     if "/" in text:
         text = _SPECIAL.sub(lambda m: _SPECIAL_SAID[m.group(1).lower()], text)
         text = _SLASH.sub(r"\1 or \2", text)
+    if "©" in text or "±" in text:
+        text = _SIGN.sub(lambda m: (" " if m.start() else "") + _SIGNS[m.group(1)]
+                         + (" " if m.end() < len(text) else ""), text)
     if any(c in text for c in "&@+=#~"):
         text = _SPACES.sub(" ", _SYMBOL.sub(lambda m: _symbol(text, m), text))
     return text

@@ -33,7 +33,12 @@ UNITS = {
     "KB": "kilobyte", "kB": "kilobyte", "MB": "megabyte", "GB": "gigabyte", "TB": "terabyte",
     "Mbps": "megabit per second", "Gbps": "gigabit per second",
     "Hz": "hertz", "kHz": "kilohertz", "MHz": "megahertz", "GHz": "gigahertz",
-    "kW": "kilowatt", "kWh": "kilowatt hour", "mAh": "milliamp hour",
+    "kW": "kilowatt", "kWh": "kilowatt hour", "mAh": "milliamp hour", "Wh": "watt hour",
+    "mA": "milliamp", "kV": "kilovolt", "mV": "millivolt", "MW": "megawatt", "kVA": "kilovolt amp",
+    "μg": "microgram", "µg": "microgram", "mcg": "microgram", "μm": "micrometer",
+    "µm": "micrometer", "μs": "microsecond", "µs": "microsecond", "μF": "microfarad",
+    "µF": "microfarad", "μA": "microamp", "µA": "microamp",
+    "Ω": "ohm", "kΩ": "kilohm", "MΩ": "megohm",
     "m²": "square meter", "km²": "square kilometer", "m2": "square meter", "sq ft": "square foot",
     "m³": "cubic meter",
 }
@@ -50,6 +55,70 @@ _NAMES = "|".join(sorted((re.escape(u) for u in UNITS), key=len, reverse=True))
 _PERS = "|".join(sorted((re.escape(u) for u in _PER), key=len, reverse=True))
 _UNIT = re.compile(rf"(?<![\w.,/]){_NUMBER}\s?(?P<unit>{_NAMES})(?:/(?P<per>{_PERS}))?"
                    r"(?![\w/²³]|\.\w)")
+_ELECTRIC = re.compile(rf"(?<![\w.,/]){_NUMBER}(?P<space>\s?)(?P<unit>[VAW])(?![\w/²³'’-]|\.\w)")
+"""``12 V``, ``230V``, ``5 A``, ``60 W``: letters that are other things too (:func:`_electric`)."""
+_ELECTRIC_NAMES = {"V": "volt", "A": "amp", "W": "watt"}
+_ELECTRIC_WORDS = re.compile(
+    r"(?i:\b(?:volts?|voltage|watts?|amps?|amperes?|fuses?|bulbs?|lamps?|chargers?|charging"
+    r"|sockets?|plugs?|power|current|rated|breakers?|circuits?|batter(?:y|ies)|output|input"
+    r"|supply|motors?|heaters?|load|draws?|solar|panels?|inverters?|adapters?|cables?|led"
+    r"|kettles?|ac|dc)\b)|\d\s?(?:[kmM]?[VW]|mA|mAh|kWh)\b")
+_NOT_ELECTRIC = frozenset({"gate", "gates", "platform", "platforms", "seat", "row", "exit",
+                           "room", "bus", "route", "level", "floor", "zone", "terminal", "car",
+                           "coach", "bay", "stand", "door", "track", "line", "junction",
+                           "grade", "type", "class", "size", "vitamin"})
+
+
+def _electric(m: re.Match[str], text: str, options: NormalizeOptions) -> str:
+    """Volts after a number; amps and watts only where the text speaks of electricity (a fuse,
+    a bulb, volts...), never after a code word (``Gate 5 A``, ``Exit 12 W``)."""
+    words = text[max(0, m.start() - 16):m.start()].split()
+    if words and words[-1].lower().strip(",:") in _NOT_ELECTRIC:
+        return m.group(0)
+    if m["unit"] != "V" and not _ELECTRIC_WORDS.search(text):
+        return m.group(0)
+    if m["unit"] == "A" and not m["space"] and m.string[m.end():m.end() + 1] == " ":
+        return m.group(0)  # "13A fuse" is amps only with a unit word; "12A" is a seat
+    said, one = _count(m, options)
+    one = one or _adjective(m)
+    name = _ELECTRIC_NAMES[m["unit"]]
+    return f"{said} {name if one else spoken.plural(name)}"
+
+
+_ARTICLE = re.compile(r"(?:^|\s)(?:[Aa]n?|[Tt]he)\s$")
+_NEXT_WORD = re.compile(r" ([a-z]+)\b")
+_NOT_NOUNS = frozenset({"at", "of", "and", "or", "in", "on", "to", "for", "from", "with", "is",
+                        "are", "was", "max", "each", "per", "by", "only", "now"})
+
+
+def _adjective(m: re.Match[str]) -> bool:
+    """``a 60 W bulb``, ``the 10 x 12 ft room``, ``2 km-long``: after an article and before a
+    word that is no preposition, the unit of a number used as an adjective is singular."""
+    after = m.string[m.end():m.end() + 16]
+    if after[:1] == "-":
+        return True
+    following = _NEXT_WORD.match(after)
+    return (bool(_ARTICLE.search(m.string, max(0, m.start() - 5), m.start()))
+            and following is not None and following.group(1) not in _NOT_NOUNS)
+
+
+_BY = r"\s?[x×X]\s?"
+_SIDE = r"(?:\d{1,4}+(?:\.\d{1,3}+)?)"
+_DIMENSIONS = re.compile(rf"(?<![\w.,/])(?P<a>{_SIDE}){_BY}(?P<b>{_SIDE})(?:{_BY}(?P<c>{_SIDE}))?"
+                         rf"(?:\s?(?P<unit>{_NAMES}))?(?![\w/²³]|\.\w|[.,]\d)")
+"""``10 x 12 ft``, ``3x4 m``, ``40 × 30 × 20 cm``: "ten by twelve feet"."""
+
+
+def _dimensions(m: re.Match[str], options: NormalizeOptions) -> str:
+    sides = [spoken.number(side, options) for side in (m["a"], m["b"], m["c"]) if side]
+    said = " by ".join(sides)
+    unit = m["unit"]
+    if not unit:
+        return said
+    name = UNITS[unit]
+    return f"{said} {name if _adjective(m) else spoken.plural(name)}"
+
+
 _DEGREES = re.compile(rf"(?<![\w.,/]){_NUMBER}\s?°\s?(?P<scale>[CFK])?"
                       r"(?![\w°])")
 _SCALES = {"C": "Celsius", "F": "Fahrenheit", "K": ""}
@@ -103,4 +172,7 @@ def temperatures(text: str, options: NormalizeOptions) -> str:
 def units(text: str, options: NormalizeOptions) -> str:
     """A number and a unit symbol in words; feet and inches together."""
     text = _FEET_INCHES.sub(lambda m: _feet_inches(m, options), text)
-    return _UNIT.sub(lambda m: _unit(m, options), text)
+    if any(c in text for c in "x×X"):
+        text = _DIMENSIONS.sub(lambda m: _dimensions(m, options), text)
+    text = _UNIT.sub(lambda m: _unit(m, options), text)
+    return _ELECTRIC.sub(lambda m: _electric(m, text, options), text)

@@ -3,10 +3,11 @@
 ``help@example.com`` → "help at example dot com"; ``www.example.com/info`` → "w w w dot
 example dot com slash info"; ``https://example.org/help`` → "example dot org slash help" (the
 scheme is not said, as announcers do not). A dot is "dot", ``/`` "slash", ``-`` "dash", ``_``
-"underscore", ``:`` "colon"; a name that can be said is said as a word, one that cannot
-(``bbc``, ``xkcd``) and a two-letter top-level domain (``uk``, ``io``) are spelled, digits are
-read one by one. A dot right after an address (the end of a sentence) is left as it was.
-Addresses are bounded (at most 254 characters, labels of at most 63).
+"underscore", ``:`` "colon"; a name, mailbox or path word that can be said is said as a word
+(four letters with a vowel always: ``lost.property``, ``/timetables``), one that cannot
+(``bbc``, ``xkcd``) and a short top-level domain (``uk``, ``io``) are spelled, digits one by
+one. A dot right after an address (the end of a sentence) is left as it was. Addresses are
+bounded (at most 254 characters, labels of at most 63).
 """
 
 from __future__ import annotations
@@ -42,12 +43,17 @@ _SAID = {".": "dot", "/": "slash", "-": "dash", "_": "underscore", "~": "tilde",
          "%": "percent", "+": "plus", "=": "equals", "&": "and", "?": "question mark",
          "#": "hash"}
 MAX_ADDRESS = 254
+_VOWEL = re.compile(r"[aeiouy]")
 
 
 def _word(piece: str) -> str:
+    """A piece said as a word when it is one: four letters or more with a vowel (``docs``,
+    ``strengths``), or a shorter pronounceable one; others spelled."""
     if piece.isdigit():
         return digits(piece)
     lower = piece.lower()
+    if len(lower) >= 4 and _VOWEL.search(lower):
+        return lower
     return lower if pronounceable(lower.upper()) else spell(lower)
 
 
@@ -58,8 +64,13 @@ def _said(text: str, *, tld: bool = False) -> str:
     for index, piece in enumerate(pieces):
         if piece in _SAID:
             words.append(_SAID[piece])
+        elif piece == "a" and pieces[index - 1:index] == ["-"] and pieces[index + 1:index + 2] == [
+                "-"]:
+            words.append("a")  # the article between words: report-a-fault
         elif tld and index == len(pieces) - 1 and piece.isalpha():
-            words.append(piece.lower() if piece.lower() in _WORD_TLDS else spell(piece))
+            lower = piece.lower()
+            said = lower in _WORD_TLDS or (len(lower) >= 4 and _VOWEL.search(lower))
+            words.append(lower if said else spell(piece))
         else:
             words.append(_word(piece))
     return " ".join(words)
