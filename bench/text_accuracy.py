@@ -142,7 +142,8 @@ def language_lines(raw: dict[str, Any]) -> list[str]:
         return []
     lines = ["", "The German, French and Spanish sets (`bench/corpus/announcements.<code>.tsv`), "
              "each checked with that language's espeak-ng voice:", "",
-             "| language | espeak-ng voice | read right | rows | read wrong |", "|---|---|---|---|---|"]
+             "| language | espeak-ng voice | read right | rows | read wrong |",
+             "|---|---|---|---|---|"]
     for language, result in languages.items():
         right, total = result["categories"]["overall"]
         wrong = "; ".join(f"`{r['input']}` as \"{r['normalized']}\""

@@ -38,8 +38,8 @@ from agent.text.normalize import (
 from agent.text.normalize.lang import LANGUAGES, LanguageNormalizer
 from agent.text.normalize.options import DateOrder, NormalizeOptions, Pass
 
-__all__ = ["LANGUAGES", "ORDER", "LanguageNormalizer", "RULES_DIGEST", "RULES_VERSION", "DateOrder", "NormalizeOptions", "Normalizer",
-           "Pass", "rules_digest"]
+__all__ = ["LANGUAGES", "ORDER", "RULES_DIGEST", "RULES_VERSION", "DateOrder",
+           "LanguageNormalizer", "NormalizeOptions", "Normalizer", "Pass", "rules_digest"]
 
 RULES_VERSION = "1"
 """The rules' version, part of :attr:`Normalizer.key` with :data:`RULES_DIGEST`."""

@@ -13,26 +13,30 @@ from agent.text.normalize.lang.words import Words
 
 __all__ = ["PASSES"]
 
-NUMBER = r"\d{1,3}(?:[.\u00a0\u202f ]\d{3})+(?:,\d+)?|\d+(?:,\d+)?"
+NUMBER = r"[0-9]{1,3}(?:[.\u00a0\u202f ][0-9]{3})+(?:,[0-9]+)?|[0-9]+(?:,[0-9]+)?"
 _NUM = re.compile(rf"(?<![\w,.])({NUMBER})(?![\w])")
-_ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
-_DOTTED = re.compile(r"(?<![\d.])(\d{1,2})\.(\d{1,2})\.(?:(\d{4})\b)?")
-_SLASHED = re.compile(r"(?<![\d/])(\d{1,2})/(\d{1,2})(?:/(\d{4}))?(?![\d/])")
-_PHONE = re.compile(r"(?<![\w,.+])(\+\d{1,3}(?:(?:\s?/\s?|[ .-])\d{1,8})+"
-                    r"|\d{2,5}(?:(?:\s?/\s?|[ .-])\d{2,8})+)(?![\w,]|\.\d)")
+_ISO = re.compile(r"\b([0-9]{4})-([0-9]{2})-([0-9]{2})\b")
+_DOTTED = re.compile(r"(?<![0-9.])([0-9]{1,2})\.([0-9]{1,2})\.(?:([0-9]{4})\b)?")
+_SLASHED = re.compile(r"(?<![0-9/])([0-9]{1,2})/([0-9]{1,2})(?:/([0-9]{4}))?(?![0-9/])")
+_PHONE = re.compile(r"(?<![\w,.+])(\+[0-9]{1,3}(?:(?:\s?/\s?|[ .-])[0-9]{1,8})+"
+                    r"|[0-9]{2,5}(?:(?:\s?/\s?|[ .-])[0-9]{2,8})+)(?![\w,]|\.[0-9])")
 _SEPARATOR = re.compile(r"\s?/\s?|[ .-]")
 _DATIVE = frozenset({"am", "im", "vom", "zum", "beim", "dem", "den", "zur", "ab", "seit", "bis",
                      "ihrem", "unserem", "seinem", "einem"})
 _STRONG = frozenset({"ein", "unser", "mein", "dein", "sein", "ihr", "euer", "kein"})
-_STARTERS = frozenset({"Der", "Die", "Das", "Ein", "Eine", "Wir", "Sie", "Er", "Es", "Ich",
-                       "Bitte", "Dann", "Danach", "Heute", "Morgen"})
+_ARTICLES = frozenset({"der", "die", "das", "des"})
 _ES_NOT_NOUN = frozenset({"en", "de", "del", "a", "al", "con", "por", "y", "o", "el", "la",
                           "lugar", "puesto"})
 
 
+def _before(text: str, match: re.Match[str]) -> str:
+    """The few words before a match (bounded: the rules look at the word before only)."""
+    return text[max(0, match.start() - 40):match.start()]
+
+
 def _german_ending(before: str, after: str, words: Words) -> tuple[str, str]:
     """(article to add, ending) of a German ordinal from the words around it."""
-    previous = before.split()[-1] if before.split() else ""
+    previous = before.rsplit(maxsplit=1)[-1] if before.strip() else ""
     if previous.rstrip(",") in words.weekdays and previous.endswith(","):
         return "den ", "n"
     previous = previous.lower()
@@ -40,9 +44,17 @@ def _german_ending(before: str, after: str, words: Words) -> tuple[str, str]:
         return "", "n"
     if previous in _STRONG:
         return "", "r"
-    if previous in ("der", "die", "das"):
+    if previous in _ARTICLES:
         return "", ""
     return "", "n" if after in words.months else ""
+
+
+def _german_ordinal(before: str, after: str, words: Words) -> bool:
+    """Whether ``3.`` is an ordinal: before a month or a lower-case word (``vom 1. bis``), or
+    after an article or preposition (``der 3. Stock``); else a number ending a sentence."""
+    previous = before.rsplit(maxsplit=1)[-1].lower() if before.strip() else ""
+    return (after in words.months or after[0].islower()
+            or previous in _DATIVE | _STRONG | _ARTICLES)
 
 
 def _date(day: int, month: int, year: str | None, words: Words, before: str) -> str | None:
@@ -61,11 +73,11 @@ def _date(day: int, month: int, year: str | None, words: Words, before: str) -> 
 
 def dates(text: str, words: Words) -> str:
     def iso(m: re.Match[str]) -> str:
-        said = _date(int(m[3]), int(m[2]), m[1], words, text[:m.start()])
+        said = _date(int(m[3]), int(m[2]), m[1], words, _before(text, m))
         return said if said is not None else m[0]
 
     def numeric(m: re.Match[str]) -> str:
-        said = _date(int(m[1]), int(m[2]), m[3], words, text[:m.start()])
+        said = _date(int(m[1]), int(m[2]), m[3], words, _before(text, m))
         return said if said is not None else m[0]
 
     text = _ISO.sub(iso, text)
@@ -80,20 +92,23 @@ def _hour(hour: int, words: Words) -> str:
 
 
 _TIMES = {
-    "de": re.compile(r"\b(\d{1,2})(?::(\d{2})(?:\s*Uhr\b)?|\.(\d{2})\s*Uhr\b)"),
-    "fr": re.compile(r"\b(\d{1,2})(?:\s?h\s?(\d{2})?|:(\d{2}))(?![\w/])"),
-    "es": re.compile(r"\b(\d{1,2})(?::(\d{2})|\s?h(\d{0}))(?![\w/:])"),
+    "de": re.compile(r"\b(?P<h>[0-9]{1,2})"
+                     r"(?::(?P<m>[0-9]{2})(?:\s*Uhr\b)?|\.(?P<dm>[0-9]{2})\s*Uhr\b)"),
+    "fr": re.compile(r"\b(?P<h>[0-9]{1,2})"
+                     r"(?:\s?h\s?(?P<m>[0-9]{2})?|:(?P<dm>[0-9]{2}))(?![\w/])"),
+    "es": re.compile(r"\b(?P<h>[0-9]{1,2})(?::(?P<m>[0-9]{2})|\s?(?P<unit>h))(?![\w/:])"),
 }
 
 
 def times(text: str, words: Words) -> str:
     def said(m: re.Match[str]) -> str:
-        hour, minutes = int(m[1]), m[2] if m[2] is not None else m[3]
+        found = m.groupdict()
+        hour, minutes = int(m["h"]), found["m"] or found.get("dm") or ""
         if hour > 24 or (minutes and int(minutes) > 59):
             return m[0]
         rest = spoken.cardinal(int(minutes), words.code) if minutes and int(minutes) else ""
         if words.code == "es":
-            if m[2] is None:
+            if found["unit"]:
                 return f"{_hour(hour, words)} {words.hour[hour != 1]}"
             return _hour(hour, words) + (f" y {rest}" if rest else "")
         clock = words.hour[words.code == "fr" and hour > 1]
@@ -188,9 +203,9 @@ def units(text: str, words: Words) -> str:
 
 
 _ORDINALS = {
-    "de": re.compile(r"(?<![\w.,])(\d{1,3})\.(?=\s+([^\W\d_]+))"),
-    "fr": re.compile(r"(?<![\w.,])(\d{1,4})(er|re|ère|ème|eme|e)(?!\w)"),
-    "es": re.compile(r"(?<![\w.,])(\d{1,4})(?:\.?([ºª])|(er|era)(?!\w))(?=(\s+[^\W\d_]+)?)"),
+    "de": re.compile(r"(?<![\w.,])([0-9]{1,3})\.(?=\s+([^\W\d_]+))"),
+    "fr": re.compile(r"(?<![\w.,])([0-9]{1,4})(er|re|ère|ème|eme|e)(?!\w)"),
+    "es": re.compile(r"(?<![\w.,])([0-9]{1,4})(?:\.?([ºª])|(er|era)(?!\w))(?=(\s+[^\W\d_]+)?)"),
 }
 
 
@@ -199,9 +214,9 @@ def ordinals(text: str, words: Words) -> str:
         value = int(m[1])
         if words.code == "de":
             following = m[2]
-            if following[0].isupper() and following in _STARTERS:
+            if not _german_ordinal(_before(text, m), following, words):
                 return m[0]
-            article, ending = _german_ending(text[:m.start()], following, words)
+            article, ending = _german_ending(_before(text, m), following, words)
             return article + spoken.ordinal(value, "de", ending=ending)
         if words.code == "fr":
             return spoken.ordinal(value, "fr", female=m[2] in ("re", "ère"))
@@ -228,7 +243,7 @@ def numbers(text: str, words: Words) -> str:
 
 def abbreviations(text: str, words: Words) -> str:
     for short, long in words.abbreviations.items():
-        text = re.sub(rf"(?<!\w){re.escape(short)}(?=\s*\d)", long, text)
+        text = re.sub(rf"(?<!\w){re.escape(short)}(?=\s*[0-9])", long, text)
     return text
 
 

@@ -8,8 +8,8 @@ import re
 
 from num2words import num2words
 
-__all__ = ["before_noun", "cardinal", "decimal", "digits", "feminine", "number_value",
-           "ordinal", "plural", "year"]
+__all__ = ["MAX_WHOLE_DIGITS", "before_noun", "cardinal", "decimal", "digits", "feminine",
+           "number_value", "ordinal", "plural", "year"]
 
 _GROUPING = re.compile(r"[.\s\u00a0\u202f']")
 
@@ -20,7 +20,13 @@ def number_value(written: str) -> tuple[int, str]:
     return int(_GROUPING.sub("", whole) or "0"), fraction
 
 
+MAX_WHOLE_DIGITS = 15
+"""A longer whole number is read one digit at a time (num2words stops at some size)."""
+
+
 def cardinal(value: int, code: str) -> str:
+    if value >= 10 ** MAX_WHOLE_DIGITS:
+        return digits(str(value), code)
     return str(num2words(value, lang=code)).replace("-", " ")
 
 
