@@ -13,7 +13,11 @@ from agent.text.normalize.lang.words import Words
 
 __all__ = ["PASSES"]
 
-NUMBER = r"[0-9]{1,3}(?:[.\u00a0\u202f ][0-9]{3})+(?:,[0-9]+)?|[0-9]+(?:,[0-9]+)?"
+NUMBER = (r"[0-9]{1,3}(?:[.\u00a0\u202f ][0-9]{3}){1,4}(?:,[0-9]{1,15})?"
+          r"|[0-9]{1,15}(?:,[0-9]{1,15})?")
+"""A number as written: thousands grouped by ``.`` or a space, a decimal comma; at most 15
+digits in each part (a longer run is read digit by digit, :data:`_LONG`)."""
+_LONG = re.compile(r"(?<![\w,.])[0-9]{16,}(?![\w])")
 _NUM = re.compile(rf"(?<![\w,.])({NUMBER})(?![\w])")
 _ISO = re.compile(r"\b([0-9]{4})-([0-9]{2})-([0-9]{2})\b")
 _DOTTED = re.compile(r"(?<![0-9.])([0-9]{1,2})\.([0-9]{1,2})\.(?:([0-9]{4})\b)?")
@@ -238,6 +242,7 @@ def numbers(text: str, words: Words) -> str:
         return spoken.year(value, words.code) if len(written) == 4 else spoken.cardinal(
             value, words.code)
 
+    text = _LONG.sub(lambda m: spoken.digits(m[0], words.code), text)
     return _NUM.sub(said, text)
 
 

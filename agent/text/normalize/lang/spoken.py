@@ -4,6 +4,7 @@ years and digit strings."""
 
 from __future__ import annotations
 
+import functools
 import re
 
 from num2words import num2words
@@ -24,6 +25,7 @@ MAX_WHOLE_DIGITS = 15
 """A longer whole number is read one digit at a time (num2words stops at some size)."""
 
 
+@functools.lru_cache(maxsize=4096)
 def cardinal(value: int, code: str) -> str:
     if value >= 10 ** MAX_WHOLE_DIGITS:
         return digits(str(value), code)
