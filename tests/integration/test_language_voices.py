@@ -1,7 +1,7 @@
 """German, French and Spanish voices normalize their own language (#29 item 4), end to end: the
 real joe voice copied under a config naming that language (``espeak.voice``, ``language.code``),
 loaded through :meth:`Voice.load`, its sentences phonemized by the real espeak-ng in that
-language and synthesized by onnxruntime."""
+language and synthesized by onnxruntime; and the health report names each voice's rules."""
 
 from __future__ import annotations
 
@@ -12,9 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from agent.library.voices import VoiceLibrary
+from agent.settings import Settings
 from agent.voice.bundle import write_manifest
 from agent.voice.voice import Voice
 from tests.conftest import REAL_VOICE
+from tests.support import make_tiny_voice
 
 SENTENCES = {
     # language: (espeak voice, language.code, as written, as a listener should hear it)
@@ -65,3 +68,17 @@ def test_a_voice_in_the_language_reads_its_numbers(language: str, real_voice_dir
                           dtype=np.int16)
     assert audio.size > voice.sample_rate  # over a second of speech
     assert int(np.abs(audio.astype(np.int32)).max()) > 1000
+
+
+@pytest.mark.parametrize("normalize", [True, False])
+def test_health_names_the_rules_of_each_voice(tiny_voice_dir: Path, normalize: bool) -> None:
+    models = tiny_voice_dir.parent
+    for voice, espeak, code in (("tiny-de", "de", "de_DE"), ("tiny-it", "it", "it_IT")):
+        make_tiny_voice.copy_in_language(models, voice, espeak=espeak, code=code,
+                                         source="tests/integration/test_language_voices.py")
+    library = VoiceLibrary(Settings(models={"dir": models, "default_voice": "tiny-test"},
+                                    text={"normalize": normalize}))
+    library.load_all()
+    rules = {v["voice"]: v["text_rules"] for v in library.status()["voices"]}
+    expected = {"tiny-test": "en", "tiny-de": "de", "tiny-it": None}
+    assert rules == (expected if normalize else dict.fromkeys(expected))

@@ -100,6 +100,8 @@ class Normalizer:
     """Runs the passes of :data:`ORDER` over a text; ``key`` names what could change its output."""
 
     __slots__ = ("_options", "key")
+    language = "en"
+    """The language of these passes (as :attr:`LanguageNormalizer.language`)."""
 
     def __init__(self, options: NormalizeOptions | None = None) -> None:
         self._options = options or NormalizeOptions()
