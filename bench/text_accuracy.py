@@ -135,6 +135,21 @@ def languages_raw(per_language: dict[str, list[Outcome]]) -> dict[str, Any]:
             for language, outcomes in per_language.items()}
 
 
+def language_figures(figures: Figures, per_language: dict[str, list[Outcome]]) -> None:
+    rows: list[list[str | None]] = []
+    for language, outcomes in per_language.items():
+        right, total = categories(outcomes)["overall"]
+        share = figures.add(f"accuracy.language.{language}", 100 * right / total, "%",
+                            f"{language}: share of its set's rows read right (phonemes)")
+        count = figures.add(f"rows.language.{language}", total, "", f"{language}: rows in its set")
+        rows.append([f"{language} (espeak-ng {LANGUAGES[language]})", share, count])
+    figures.table("German, French and Spanish announcements read right (phonemes compared)",
+                  ["language", "read right", "rows"], rows,
+                  note="Each row of bench/corpus/announcements.<code>.tsv normalized by that "
+                       "language's rules (agent.text.normalize.lang) and phonemized by "
+                       "espeak-ng in that language; compared as the English set.")
+
+
 def language_lines(raw: dict[str, Any]) -> list[str]:
     """The per-language table of the generated block (none when the results have none)."""
     languages = raw.get("languages") or {}
@@ -242,7 +257,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{o.row.category}\t{o.row.text}\t{o.normalized}\t{o.phonemes}\t"
                       f"{' | '.join(o.expected)}")
     figures, raw = record(outcomes)
-    raw["languages"] = languages_raw({language: run_language(language) for language in LANGUAGES})
+    per_language = {language: run_language(language) for language in LANGUAGES}
+    raw["languages"] = languages_raw(per_language)
+    language_figures(figures, per_language)
     path = write_result("text_accuracy", figures, args, raw=raw)
     if path.resolve() == default_path("text_accuracy").resolve():
         document = json.loads(path.read_text(encoding="utf-8"))
