@@ -48,6 +48,8 @@ KINDS = {"cardinal", "decimal", "ordinal", "currency", "time", "date", "unit", "
     ("Tel. 0221 987654.", "Telefon null zwei zwei eins, neun acht sieben sechs fünf vier."),
     ("Aus dem Ausland +49 30 12345.", "Aus dem Ausland plus vier neun, drei null, eins zwei drei "
      "vier fünf."),
+    ("Tel.: 030/123456, bitte.", "Telefon: null drei null, eins zwei drei vier fünf sechs, bitte."),
+    ("Von 9–17 Uhr, 10-15 Minuten.", "Von neun bis siebzehn Uhr, zehn bis fünfzehn Minuten."),
     ("Fundbüro 089 / 55 66 77.", "Fundbüro null acht neun, fünf fünf, sechs sechs, sieben "
      "sieben."),
 ])
@@ -62,6 +64,8 @@ def test_german(text: str, said: str) -> None:
      "Le troisième étage, la première, le premier, la quatrième."),
     ("Le 01/12/2026.", "Le premier décembre deux mille vingt six."),
     ("Dès le 15/03.", "Dès le quinze mars."),
+    ("Ouvert 24/7, format 16/9.", "Ouvert vingt quatre/sept, format seize/neuf."),
+    ("Entre 10-15 minutes.", "Entre dix à quinze minutes."),
     ("À 7h15, 21h, 9:30 et 0h05.",
      "À sept heures quinze, vingt et une heures, neuf heures trente et zéro heure cinq."),
     ("Ouvert de 10h à 18h.", "Ouvert de dix heures à dix huit heures."),
@@ -90,6 +94,8 @@ def test_french(text: str, said: str) -> None:
     ("A las 7:15, a las 1:30, a las 08:00.",
      "A las siete y quince, a las una y treinta, a las ocho."),
     ("A las 21 h.", "A las veintiuna horas."),
+    ("Desde las 0:00.", "Desde las cero horas."),
+    ("Abierto 24/7, cerrado el 15/03.", "Abierto veinticuatro/siete, cerrado el quince de marzo."),
     ("Cuesta 12,50 € o 1 € o $20.", "Cuesta doce euros con cincuenta o un euro o veinte dólares."),
     ("Aparcar 0,50 €.", "Aparcar cincuenta céntimos."),
     ("Hasta -5 °C.", "Hasta menos cinco grados."),

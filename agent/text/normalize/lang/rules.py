@@ -23,8 +23,12 @@ _ISO = re.compile(r"\b([0-9]{4})-([0-9]{2})-([0-9]{2})\b")
 _DOTTED = re.compile(r"(?<![0-9.])([0-9]{1,2})\.([0-9]{1,2})\.(?:([0-9]{4})\b)?")
 _SLASHED = re.compile(r"(?<![0-9/])([0-9]{1,2})/([0-9]{1,2})(?:/([0-9]{4}))?(?![0-9/])")
 _PHONE = re.compile(r"(?<![\w,.+])(\+[0-9]{1,3}(?:(?:\s?/\s?|[ .-])[0-9]{1,8})+"
-                    r"|[0-9]{2,5}(?:(?:\s?/\s?|[ .-])[0-9]{2,8})+)(?![\w,]|\.[0-9])")
+                    r"|[0-9]{2,5}(?:(?:\s?/\s?|[ .-])[0-9]{2,8})+)(?!\w|[,.][0-9])")
 _SEPARATOR = re.compile(r"\s?/\s?|[ .-]")
+_ANNOUNCE = frozenset({"le", "du", "au", "dès", "depuis", "avant", "après", "jusqu'au", "el",
+                       "del", "al", "desde", "hasta", "antes", "después", "hoy", "aujourd'hui"})
+"""A French or Spanish day/month without a year is a date only after one of these or a
+weekday (``le 15/03``; ``16/9`` and ``24/7`` stay numbers)."""
 _DATIVE = frozenset({"am", "im", "vom", "zum", "beim", "dem", "den", "zur", "ab", "seit", "bis",
                      "ihrem", "unserem", "seinem", "einem"})
 _STRONG = frozenset({"ein", "unser", "mein", "dein", "sein", "ihr", "euer", "kein"})
@@ -81,7 +85,12 @@ def dates(text: str, words: Words) -> str:
         return said if said is not None else m[0]
 
     def numeric(m: re.Match[str]) -> str:
-        said = _date(int(m[1]), int(m[2]), m[3], words, _before(text, m))
+        before = _before(text, m)
+        previous = before.rsplit(maxsplit=1)[-1].lower() if before.strip() else ""
+        if (words.code != "de" and m[3] is None and previous not in _ANNOUNCE
+                and previous not in words.weekdays):
+            return m[0]
+        said = _date(int(m[1]), int(m[2]), m[3], words, before)
         return said if said is not None else m[0]
 
     text = _ISO.sub(iso, text)
@@ -114,7 +123,9 @@ def times(text: str, words: Words) -> str:
         if words.code == "es":
             if found["unit"]:
                 return f"{_hour(hour, words)} {words.hour[hour != 1]}"
-            return _hour(hour, words) + (f" y {rest}" if rest else "")
+            if not rest:
+                return _hour(hour, words) + (" horas" if hour == 0 else "")
+            return f"{_hour(hour, words)} y {rest}"
         clock = words.hour[words.code == "fr" and hour > 1]
         return f"{_hour(hour, words)} {clock} {rest}".strip()
 
@@ -153,6 +164,15 @@ def phones(text: str, words: Words) -> str:
         return ", ".join(parts)
 
     return _PHONE.sub(said, text)
+
+
+_RANGE = re.compile(r"(?<![\w,.])([0-9]{1,4})\s?[–—-]\s?([0-9]{1,4})(?![\w]|[,.:][0-9])")
+_TO = {"de": "bis", "fr": "à", "es": "a"}
+
+
+def ranges(text: str, words: Words) -> str:
+    """``9–17 Uhr``, ``10-15 Minuten``: two numbers joined by a dash, read with "to"."""
+    return _RANGE.sub(lambda m: f"{m[1]} {_TO[words.code]} {m[2]}", text)
 
 
 def _signs(table: dict[str, tuple[str, str]]) -> str:
@@ -248,10 +268,11 @@ def numbers(text: str, words: Words) -> str:
 
 def abbreviations(text: str, words: Words) -> str:
     for short, long in words.abbreviations.items():
-        text = re.sub(rf"(?<!\w){re.escape(short)}(?=\s*[0-9])", long, text)
+        text = re.sub(rf"(?<!\w){re.escape(short)}(?=:?\s*[0-9])", long, text)
     return text
 
 
 PASSES: tuple[Callable[[str, Words], str], ...] = (
-    abbreviations, dates, times, phones, money, temperatures, percent, units, ordinals, numbers)
+    abbreviations, dates, times, phones, money, temperatures, percent, ranges, units, ordinals,
+    numbers)
 """The passes, in the order they run."""
