@@ -5,11 +5,9 @@ phonemizes it. Each pass is a small function ``(text, options) -> str`` in a mod
 it finds the spans it understands (a price, a time, a date, a phone number...) and writes them
 in words, leaving everything else exactly as it was, so a later pass (or espeak-ng) still sees
 the rest. The words for numbers come from num2words; the tokenizing (which span is what) is
-ours, with linear patterns only (bounded work for any input).
-
-English voices get these passes, German, French and Spanish voices those of
-:mod:`agent.text.normalize.lang` (:meth:`Normalizer.for_language`); other languages' text is
-left for espeak-ng to read with its own rules.
+ours, with linear patterns only (bounded work for any input). English voices get these passes;
+German, French and Spanish voices those of :mod:`agent.text.normalize.lang`
+(:meth:`Normalizer.for_language`); other languages' text is left to espeak-ng's own rules.
 """
 
 from __future__ import annotations
