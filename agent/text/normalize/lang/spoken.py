@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import re
 
-from num2words import num2words
+from agent.text.normalize.spoken import num2words  # imports num2words when first called
 
 __all__ = ["MAX_WHOLE_DIGITS", "before_noun", "cardinal", "decimal", "digits", "feminine",
            "number_value", "ordinal", "plural", "year"]
