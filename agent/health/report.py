@@ -157,6 +157,7 @@ class LoadedVoice(TypedDict):
     signed_by: str | None
     """The id of the trusted key that signed the voice in service (docs/voices.md); ``None``
     when it is unsigned or no ``models.trusted_keys`` are configured."""
+    text_rules: str | None  # its normalizer's language (en, de, fr, es); None: espeak-ng alone
     problems: list[str]
     """What is wrong around the voice (each one makes the state ``degraded``): the stale variant
     it stands in for, damaged files of its bundle that it does not serve (docs/voices.md)."""

@@ -392,6 +392,7 @@ class VoiceLibrary:
              "loaded_at": v.loaded_at, "provider": v.provider, "sample_rate": v.sample_rate,
              "streaming": v.streaming, "session_cache": v.engine.cache,
              "signed_by": self.signed_by(v),
+             "text_rules": getattr(v.frontend.normalizer, "language", None),
              "problems": self._validator.problems(v) + self._unserved.problems(v.name)}
             for v in self.loaded()
         ]

@@ -16,7 +16,8 @@ class TextSettings(Section):
     normalize: bool = Field(
         default=True,
         description="Put numbers, money, times, dates, units, codes, abbreviations and symbols "
-        "in words before phonemizing (English voices; espeak-ng reads other languages itself). "
+        "in words before phonemizing (English, German, French and Spanish voices; espeak-ng "
+        "reads other languages itself). "
         "Off: the text goes to espeak-ng as written.",
     )
     date_order: Literal["mdy", "dmy", "ymd"] = Field(

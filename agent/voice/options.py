@@ -26,7 +26,8 @@ class TextOptions:
 
     normalize: bool = True
     """Numbers, money, dates, abbreviations... in words (voices of a language that has a
-    normalizer: :meth:`agent.text.normalize.Normalizer.for_language`)."""
+    normalizer, English, German, French, Spanish:
+    :meth:`agent.text.normalize.Normalizer.for_language`)."""
     date_order: Literal["mdy", "dmy", "ymd"] = "mdy"
     """How the normalizer reads a numeric date such as 3/12."""
     drop_symbols: bool = True

@@ -135,7 +135,7 @@ def big_report(voices: int) -> dict[str, Any]:
     loaded = [{"voice": f"voice-{i:04d}-" + "x" * 40, "version": "1.0.0", "variant": "int8",
                "sha256": "0" * 64, "loaded_at": 0.0, "provider": "CPUExecutionProvider",
                "sample_rate": 22050, "streaming": None, "session_cache": "hit",
-               "signed_by": None, "problems": ["stale variant " + "y" * 100]}
+               "signed_by": None, "text_rules": "en", "problems": ["stale variant " + "y" * 100]}
               for i in range(voices)]
     return {"schema": 1, "state": "ok", "reasons": [], "device_id": "d1", "version": "1",
             "time": "2026-01-01T00:00:00Z", "uptime_s": 1.0, "requests": {"total": 1},

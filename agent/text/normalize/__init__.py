@@ -5,10 +5,9 @@ phonemizes it. Each pass is a small function ``(text, options) -> str`` in a mod
 it finds the spans it understands (a price, a time, a date, a phone number...) and writes them
 in words, leaving everything else exactly as it was, so a later pass (or espeak-ng) still sees
 the rest. The words for numbers come from num2words; the tokenizing (which span is what) is
-ours, with linear patterns only (bounded work for any input).
-
-Only English voices get a normalizer (:meth:`Normalizer.for_language`); other languages' text is
-left for espeak-ng to read with its own rules, as before.
+ours, with linear patterns only (bounded work for any input). English voices get these passes;
+German, French and Spanish voices those of :mod:`agent.text.normalize.lang`
+(:meth:`Normalizer.for_language`); other languages' text is left to espeak-ng's own rules.
 """
 
 from __future__ import annotations
@@ -35,10 +34,11 @@ from agent.text.normalize import (
     weekdays,
     years,
 )
+from agent.text.normalize.lang import LANGUAGES, LanguageNormalizer
 from agent.text.normalize.options import DateOrder, NormalizeOptions, Pass
 
-__all__ = ["ORDER", "RULES_DIGEST", "RULES_VERSION", "DateOrder", "NormalizeOptions", "Normalizer",
-           "Pass", "rules_digest"]
+__all__ = ["LANGUAGES", "ORDER", "RULES_DIGEST", "RULES_VERSION", "DateOrder",
+           "LanguageNormalizer", "NormalizeOptions", "Normalizer", "Pass", "rules_digest"]
 
 RULES_VERSION = "1"
 """The rules' version, part of :attr:`Normalizer.key` with :data:`RULES_DIGEST`."""
@@ -101,6 +101,8 @@ class Normalizer:
     """Runs the passes of :data:`ORDER` over a text; ``key`` names what could change its output."""
 
     __slots__ = ("_options", "key")
+    language = "en"
+    """The language of these passes (as :attr:`LanguageNormalizer.language`)."""
 
     def __init__(self, options: NormalizeOptions | None = None) -> None:
         self._options = options or NormalizeOptions()
@@ -123,14 +125,18 @@ class Normalizer:
         return f"Normalizer({self.key!r})"
 
     @classmethod
-    def for_language(cls, language_code: str,
-                     options: NormalizeOptions | None = None) -> Normalizer | None:
-        """A normalizer for a voice's language (``en``, ``en_US``, ``en-gb``...), or None.
+    def for_language(cls, language_code: str, options: NormalizeOptions | None = None
+                     ) -> Normalizer | LanguageNormalizer | None:
+        """A normalizer for a voice's language (``en``, ``en_US``, ``de_DE``, ``fr-fr``...).
 
-        Only English has rules; for any other language None is returned, and espeak-ng keeps
-        reading numbers and symbols itself, with that language's own rules.
+        English has these passes; German, French and Spanish (:data:`LANGUAGES`) those of
+        :mod:`agent.text.normalize.lang` (day-month dates; ``options`` are English's); for any
+        other language None is returned, and espeak-ng reads numbers and symbols itself.
         """
         base, _, region = language_code.strip().replace("-", "_").partition("_")
+        if base.lower() in LANGUAGES:
+            return LanguageNormalizer(base.lower(),
+                                      f"normalize/{RULES_VERSION}.{RULES_DIGEST}/{base.lower()}")
         if base.lower() not in ENGLISH:
             return None
         chosen = options or NormalizeOptions()
