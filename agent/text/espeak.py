@@ -251,7 +251,9 @@ def _check_same(loaded: _Library, wanted: Choice) -> None:
 
 def describe() -> str:
     """The loaded build in words, for check-config and health: version, kind, source, path."""
-    library = _loaded()
+    library = EspeakPhonemizer._library
+    if library is None:
+        return "espeak-ng not loaded yet"
     source = f" from {library.choice.source}" if library.choice.source else ""
     return f"espeak-ng {library.version}, {library.choice.kind} build{source}: {library.name}"
 
