@@ -1,7 +1,8 @@
 """Phoneme-id parity of our text frontend with the reference Piper runtime (piper-tts).
 
     .venv/bin/python bench/phoneme_parity.py [--corpus FILE] [--voice-dir DIR] [--builds K,K]
-                                             [--summary-only] [--json OUT]
+                                             [--build KEY=LIBRARY:DATA] [--summary-only]
+                                             [--json OUT]
 
 For every line of the corpus (default ``bench/corpus/parity.txt``) it compares the phoneme ids
 the agent feeds the model (``agent.text.frontend.Frontend``, which is what ``Voice`` synthesizes)
@@ -25,8 +26,10 @@ Our frontend runs once per espeak-ng build (``TTS_AGENT_ESPEAK_LIBRARY``-style s
   training build that ./build.sh unpacks into the venv, else the system library;
 * ``system``: the distribution's ``libespeak-ng1`` (Debian 12: 1.51, Debian 13: 1.52);
 * ``wheel``: the ``espeakng-loader`` wheel's upstream 1.52.0 (x86_64 only), as Debian 13's 1.52
-  would read, with terminators recovered from the text (``wheel``) or read through
-  ``espeak_TextToPhonemesWithTerminator`` (``wheel+api``, what the agent does where it exists);
+  would read, with terminators recovered from the text (``wheel``) or, where the wheel's
+  library exports it, read through ``espeak_TextToPhonemesWithTerminator`` (``wheel+api``);
+* ``--build KEY=LIBRARY:DATA``: any other, e.g. Debian 13's ``libespeak-ng1`` copied out of a
+  root, read through the call where it has it (as the agent does);
 * controls: ``training-lib`` and ``training-lib+api`` (the library inside piper-phonemize,
   terminators recovered or through the call), ``bridge`` and ``bridge+api`` (the one inside
   piper-tts). A control that matches its own reference proves our segmentation, grouping and
@@ -216,8 +219,9 @@ def available_builds() -> list[Build]:
     if wheel is not None and (wheel / "libespeak-ng.so").exists():
         library, data = str(wheel / "libespeak-ng.so"), str(wheel / "espeak-ng-data")
         builds.append(Build("wheel", "espeakng-loader wheel", library, data))
-        builds.append(Build("wheel+api", "espeakng-loader wheel, terminator API", library, data,
-                            terminator_api=True))
+        if _exports_terminator_call(library):
+            builds.append(Build("wheel+api", "espeakng-loader wheel, terminator API", library,
+                                data, terminator_api=True))
     if _package_dir("piper_phonemize") is not None:
         library, data = _training_library()
         builds.append(Build("training-lib", "piper-phonemize's espeak-ng (control)", library,
@@ -233,6 +237,21 @@ def available_builds() -> list[Build]:
         builds.append(Build("bridge+api", "piper-tts's espeak-ng, terminator API (control)",
                             str(bridge), data, terminator_api=True, control=True))
     return builds
+
+
+def _exports_terminator_call(library: str) -> bool:
+    """Whether the library names espeak_TextToPhonemesWithTerminator (not loaded here: the
+    builds meet only in their own workers)."""
+    return b"espeak_TextToPhonemesWithTerminator" in Path(library).read_bytes()
+
+
+def _extra_build(spec: str) -> Build:
+    """``--build KEY=LIBRARY:DATA``: another build, e.g. a distribution's copied from a root."""
+    key, _, paths = spec.partition("=")
+    library, _, data = paths.partition(":")
+    if not (key and library and data):
+        raise SystemExit(f"--build {spec!r}: expected KEY=LIBRARY:DATA")
+    return Build(key, f"{library} (given)", library, data, terminator_api=True)
 
 
 def available_references() -> list[tuple[str, str]]:
@@ -290,6 +309,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--voice-dir", type=Path, default=DEFAULT_VOICE_DIR)
     parser.add_argument("--builds", default="",
                         help="comma-separated build keys (default: every one installed)")
+    parser.add_argument("--build", action="append", default=[],
+                        metavar="KEY=LIBRARY:DATA",
+                        help="one more build (terminators through the call where it has it)")
     parser.add_argument("--summary-only", action="store_true", help="skip the mismatch lists")
     add_json_option(parser, "phoneme_parity")
     parser.add_argument("--worker", choices=["piper-tts", "training", "ours"],
@@ -312,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     common = ["--corpus", str(args.corpus), "--voice-dir", str(args.voice_dir)]
-    builds = available_builds()
+    builds = [*available_builds(), *map(_extra_build, args.build)]
     if args.builds:
         wanted = set(args.builds.split(","))
         builds = [b for b in builds if b.key in wanted]
