@@ -213,6 +213,7 @@ def test_unknown_arguments_are_errors(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(os.environ.get("TTS_AGENT_TEST_INSTALL") != "1",
                     reason="set TTS_AGENT_TEST_INSTALL=1 to pip-install into a staging root")
+@pytest.mark.timeout(1200)  # pip installs everything: 7 minutes on a busy 2-core machine
 def test_full_install_runs_the_agent_with_the_voice(tmp_path: Path) -> None:
     root = tmp_path / "root"
     result = install_sh("install", str(ROOT), "--destdir", str(root))

@@ -1,4 +1,5 @@
-"""espeak-ng through ctypes: the real system library segments and phonemizes.
+"""espeak-ng through ctypes: the real build the agent loads (the training build where ./build.sh
+put it in the venv, else the system library) segments and phonemizes.
 
 Phonemes pinned here avoid the words whose pronunciation changed between espeak-ng releases
 (the 'or' vowel, the linking glide; see docs/text.md), so they hold on 1.51 and 1.52.
