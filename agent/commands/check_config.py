@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
 def run_checks(settings: Settings) -> list[Check]:
     """Every check, in the order of the settings page."""
     profile, profile_check = _profile(settings)
-    checks = [*_models(settings, profile), profile_check]
+    checks = [*_models(settings, profile), _espeak(settings), profile_check]
     if settings.mqtt.enabled:
         checks += _mqtt_files(settings)
     checks.append(_writable_dir("cache.dir", settings.cache.dir))
@@ -291,6 +291,25 @@ def _models(settings: Settings, profile: EffectiveProfile | None) -> list[Check]
     except (BundleError, OSError) as exc:
         note += f"; a file that is not served does not match: {exc}"
     return [where, Check("models.default_voice", note=note)]
+
+
+def _espeak(settings: Settings) -> Check:
+    """The espeak-ng build the agent loads (agent.text.espeak_build), with the default voice's
+    espeak-ng voice (``en`` when that voice is not readable: its own check says why)."""
+    from agent.text.espeak import EspeakError, EspeakPhonemizer, describe
+    from agent.voice.bundle import BundleError, resolve_bundle_dir
+    from agent.voice.config import VoiceConfig, VoiceLoadError
+
+    try:
+        bundle = resolve_bundle_dir(settings.models.dir / settings.models.default_voice)
+        voice = VoiceConfig.from_file(next(bundle.glob("*.onnx.json"))).espeak_voice
+    except (StopIteration, BundleError, VoiceLoadError, OSError):
+        voice = "en"
+    try:
+        EspeakPhonemizer(voice)
+    except EspeakError as exc:
+        return Check("espeak-ng", str(exc))
+    return Check("espeak-ng", note=f"{describe()}; voice {voice!r}")
 
 
 def _audio(settings: Settings, profile: EffectiveProfile | None) -> Check:

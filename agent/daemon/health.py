@@ -115,10 +115,17 @@ class ServiceParts(Protocol):
     def phrase_cache(self) -> PhraseCache | None: ...
 
 
+def voices_section(voices: VoiceLibrary) -> dict[str, Any]:
+    """The voice library's status and the espeak-ng build its voices phonemize with."""
+    from agent.text.espeak import describe
+
+    return {**voices.status(), "espeak": describe()}
+
+
 def add_sections(health: Health, parts: ServiceParts) -> None:
     """Register one provider per section of the report (from the daemon's constructor)."""
     settings = parts.settings
-    health.add_provider("voices", parts.voices.status)
+    health.add_provider("voices", partial(voices_section, parts.voices))
     health.add_provider("audio", partial(audio_section, parts.player, parts.worker))
     health.add_provider("mqtt", partial(mqtt_section, parts.client, settings.mqtt))
     health.add_provider("queue", partial(queue_section, parts))

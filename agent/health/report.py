@@ -171,6 +171,7 @@ class VoicesSection(TypedDict):
     installed: list[str]
     """The voices installed in ``models.dir`` (and any live one whose files went missing)."""
     last_reload: dict[str, ReloadRecord]
+    espeak: str  # the espeak-ng build the voices phonemize with (agent.text.espeak.describe)
 
 
 class AudioSection(TypedDict):

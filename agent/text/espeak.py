@@ -1,10 +1,11 @@
-"""espeak-ng through ctypes: the system ``libespeak-ng1`` (Debian/Ubuntu/Raspberry Pi OS).
+"""espeak-ng through ctypes: the training build where installed, else ``libespeak-ng1``.
 
-``TTS_AGENT_ESPEAK_LIBRARY`` and ``TTS_AGENT_ESPEAK_DATA`` (or :class:`EspeakPhonemizer`'s
-``library`` and ``data_path``) choose another build; one process loads one build. espeak-ng is not
-thread-safe, so every call goes through one lock; builds without
-``espeak_TextToPhonemesWithTerminator`` get each clause's terminator from the text
-(:func:`terminator_of`). Why the system library: docs/internals.md#espeak-ng.
+:mod:`agent.text.espeak_build` chooses the build (``TTS_AGENT_ESPEAK_LIBRARY`` and
+``TTS_AGENT_ESPEAK_DATA``, or :class:`EspeakPhonemizer`'s ``library`` and ``data_path``, choose
+another); one process loads one build. espeak-ng is not thread-safe, so every call goes through
+one lock; builds without ``espeak_TextToPhonemesWithTerminator`` (Debian 12's 1.51) get each
+clause's terminator from the text (:func:`terminator_of`).
+Why: docs/text.md#which-espeak-ng-and-why.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from agent.text.espeak_build import DATA_ENV, LIBRARY_ENV, Choice, choose
+
 __all__ = [
     "CLAUSE_TERMINATORS",
     "DATA_ENV",
@@ -25,14 +28,10 @@ __all__ = [
     "Clause",
     "EspeakError",
     "EspeakPhonemizer",
+    "describe",
     "identity",
     "terminator_of",
 ]
-
-LIBRARY_ENV = "TTS_AGENT_ESPEAK_LIBRARY"
-"""Environment variable: the espeak-ng shared library to load instead of the system one."""
-DATA_ENV = "TTS_AGENT_ESPEAK_DATA"
-"""Environment variable: the ``espeak-ng-data`` directory that goes with that library."""
 
 _AUDIO_OUTPUT_SYNCHRONOUS = 2
 _INITIALIZE_DONT_EXIT = 0x8000
@@ -95,6 +94,7 @@ class _Library:
     data_path: str | None
     version: str
     has_terminator_api: bool
+    choice: Choice
 
 
 def _candidates(library: str | None) -> list[str]:
@@ -113,7 +113,8 @@ def _check_data_path(data_path: str) -> None:
         raise EspeakError(f"{data_path} is not an espeak-ng-data directory (no phontab)")
 
 
-def _open(library: str | None, data_path: str | None) -> _Library:
+def _open(choice: Choice) -> _Library:
+    library, data_path = choice.library, choice.data_path
     if data_path:
         _check_data_path(data_path)
     errors = []
@@ -123,13 +124,14 @@ def _open(library: str | None, data_path: str | None) -> _Library:
         except OSError as exc:
             errors.append(str(exc))
             continue
-        return _initialize(cdll, name, data_path)
+        return _initialize(cdll, name, choice)
     hint = f"{library} could not be loaded" if library else (
         "libespeak-ng not found; install the libespeak-ng1 package (./build.sh does)")
     raise EspeakError(hint + (f" ({'; '.join(errors)})" if errors else ""))
 
 
-def _initialize(cdll: ctypes.CDLL, name: str, data_path: str | None) -> _Library:
+def _initialize(cdll: ctypes.CDLL, name: str, choice: Choice) -> _Library:
+    data_path = choice.data_path
     cdll.espeak_Initialize.restype = ctypes.c_int
     cdll.espeak_Initialize.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
     cdll.espeak_SetVoiceByName.restype = ctypes.c_int
@@ -152,14 +154,15 @@ def _initialize(cdll: ctypes.CDLL, name: str, data_path: str | None) -> _Library
         raise EspeakError(f"espeak_Initialize failed for {name} (data: {data_path or 'default'};"
                           " is espeak-ng-data installed and of the same version?)")
     version = (cdll.espeak_Info(None) or b"").decode("ascii", "replace")
-    return _Library(cdll, name, data_path, version, has_terminator_api)
+    return _Library(cdll, name, data_path, version, has_terminator_api, choice)
 
 
 class EspeakPhonemizer:
     """Text to IPA clauses with espeak-ng. One instance per process is enough.
 
     ``library``/``data_path`` choose the espeak-ng build (default: ``TTS_AGENT_ESPEAK_LIBRARY``
-    and ``TTS_AGENT_ESPEAK_DATA``, else the system library). ``terminator_api=False`` makes the
+    and ``TTS_AGENT_ESPEAK_DATA``, else :func:`~agent.text.espeak_build.choose`'s default);
+    without them, a process that has loaded a build keeps it. ``terminator_api=False`` makes the
     phonemizer recover terminators from the text even where the library could report them (the
     benchmark measures that path against the reference). Any thread may call :meth:`clauses`.
     """
@@ -175,12 +178,9 @@ class EspeakPhonemizer:
         with self._lock:
             loaded = EspeakPhonemizer._library
             if loaded is None:
-                loaded = EspeakPhonemizer._library = _open(library, data_path)
-            elif (library and library != loaded.name) or (
-                    data_path and data_path != loaded.data_path):
-                raise EspeakError(f"espeak-ng is already loaded from {loaded.name} (data:"
-                                  f" {loaded.data_path or 'default'}); one process cannot also"
-                                  f" load {library or loaded.name} (data: {data_path})")
+                loaded = EspeakPhonemizer._library = _open(choose(library, data_path))
+            elif library or data_path:
+                _check_same(loaded, choose(library, data_path))
             self._select_voice()
         self.terminator_api = terminator_api and loaded.has_terminator_api
 
@@ -193,6 +193,11 @@ class EspeakPhonemizer:
     def library(self) -> str:
         """The shared library espeak-ng was loaded from (as given to the dynamic loader)."""
         return _loaded().name
+
+    @property
+    def build(self) -> str:
+        """Which build that is: ``training``, ``system`` or ``custom``."""
+        return _loaded().choice.kind
 
     def _select_voice(self) -> None:
         if _loaded().cdll.espeak_SetVoiceByName(self.voice.encode()) != _EE_OK:
@@ -226,11 +231,31 @@ class EspeakPhonemizer:
                     term = _CLAUSE_CODES.get(code.value & _CLAUSE_PUNCTUATION_MASK, "")
                     end_of_sentence = bool(code.value & _CLAUSE_TYPE_SENTENCE)
                 else:
-                    term, end_of_sentence = terminator_of(consumed)
+                    term, end_of_sentence = terminator_of(consumed, pointer.value is None)
                 if not phonemes and not term:
                     continue
                 out.append(Clause(consumed.strip(), phonemes, term, end_of_sentence))
         return out
+
+
+def _check_same(loaded: _Library, wanted: Choice) -> None:
+    same_library = (wanted.library in (loaded.choice.library, loaded.name) if wanted.library
+                    else loaded.choice.library is None)
+    if same_library and wanted.data_path in (None, loaded.data_path):
+        return
+    raise EspeakError(f"espeak-ng is already loaded from {loaded.name} (data:"
+                      f" {loaded.data_path or 'default'}); one process cannot also load"
+                      f" {wanted.library or 'the system library'} (data:"
+                      f" {wanted.data_path or 'default'})")
+
+
+def describe() -> str:
+    """The loaded build in words, for check-config and health: version, kind, source, path."""
+    library = EspeakPhonemizer._library
+    if library is None:
+        return "espeak-ng not loaded yet"
+    source = f" from {library.choice.source}" if library.choice.source else ""
+    return f"espeak-ng {library.version}, {library.choice.kind} build{source}: {library.name}"
 
 
 def _loaded() -> _Library:
@@ -320,13 +345,14 @@ def _absorb_closers(encoded: bytes, start: int, end: int) -> int:
     return end
 
 
-def terminator_of(consumed: str) -> tuple[str, bool]:
+def terminator_of(consumed: str, last: bool = False) -> tuple[str, bool]:
     """The terminator and sentence-end flag of a clause, recovered from the text it consumed.
 
     espeak-ng has already decided where the clause ends; this names the punctuation it ended
     on the way the reference runtime reports it: a run of ``?``/``!`` counts as its first mark,
     dashes are semicolons, an ellipsis and the full-width marks carry no terminator (the latter
     still end a sentence), and punctuation in a clause without a letter or digit ends nothing.
+    The ``last`` clause of a text, ended by no mark, ends a sentence (as the call reports it).
     """
     if not any(ch.isalnum() for ch in consumed):
         return "", False
@@ -335,7 +361,7 @@ def terminator_of(consumed: str) -> tuple[str, bool]:
         return "", False
     run = len(tail) - len(tail.rstrip("?!"))
     mark = tail[-run] if run else tail[-1:]
-    return _CLAUSE_ENDS.get(mark, ("", False))
+    return _CLAUSE_ENDS.get(mark, ("", last))
 
 
 def _strip_language_flags(phonemes: str) -> str:

@@ -274,6 +274,19 @@ def test_explain_says_which_path_rule_applied(setup: Setup) -> None:
     assert "access checked as uid" in out
 
 
+def test_the_espeak_ng_build_is_named_and_checked(setup: Setup, tmp_path: Path) -> None:
+    result = setup.run("--explain")
+    assert result.returncode == 0, result.stderr
+    line = next(x for x in result.stdout.splitlines() if x.startswith("ok    espeak-ng: "))
+    assert " build" in line and "voice 'en-us'" in line
+    result = setup.run("--explain", env={"TTS_AGENT_ESPEAK_LIBRARY": "system"})
+    assert "espeak-ng: espeak-ng 1.5" in result.stdout and ", system build: " in result.stdout
+    missing = tmp_path / "libespeak-ng-missing.so"
+    result = setup.run(env={"TTS_AGENT_ESPEAK_LIBRARY": str(missing)})
+    assert result.returncode == 2
+    assert f"error: espeak-ng: {missing} could not be loaded" in result.stderr
+
+
 def test_settings_only_checks_no_files(setup: Setup) -> None:
     setup.set("models", "dir", str(setup.root / "nope"))
     result = setup.run("--settings-only")

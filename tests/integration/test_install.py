@@ -213,6 +213,7 @@ def test_unknown_arguments_are_errors(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(os.environ.get("TTS_AGENT_TEST_INSTALL") != "1",
                     reason="set TTS_AGENT_TEST_INSTALL=1 to pip-install into a staging root")
+@pytest.mark.timeout(1200)  # pip installs everything: 7 minutes on a busy 2-core machine
 def test_full_install_runs_the_agent_with_the_voice(tmp_path: Path) -> None:
     root = tmp_path / "root"
     result = install_sh("install", str(ROOT), "--destdir", str(root))
@@ -228,6 +229,14 @@ def test_full_install_runs_the_agent_with_the_voice(tmp_path: Path) -> None:
                             timeout=120, check=False)
     assert verify.returncode == 0, verify.stderr
     assert "en_US-joe-medium: ok" in verify.stdout
+    # The installed agent loads the training phonemizer's espeak-ng from its own environment.
+    espeak = subprocess.run([agent[0], "-c", "from agent.text.espeak import EspeakPhonemizer,"
+                             " describe; EspeakPhonemizer('en-us'); print(describe())"],
+                            capture_output=True, text=True, timeout=120, check=False,
+                            env={k: v for k, v in env.items() if not k.startswith("TTS_AGENT_")})
+    assert espeak.returncode == 0, espeak.stderr
+    assert espeak.stdout.startswith("espeak-ng 1.52-dev, training build from piper-phonemize")
+    assert f"{root}/opt/tts-agent/venv/share/tts-agent/espeak-ng/" in espeak.stdout
     # The installed environment streams (onnx, which builds the switchable graph, is a
     # run-time dependency, not a development one).
     synth = subprocess.run([*agent, "--config", str(root / "etc/tts-agent/agent.toml"),

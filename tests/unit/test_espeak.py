@@ -1,4 +1,5 @@
-"""espeak-ng through ctypes: the real system library segments and phonemizes.
+"""espeak-ng through ctypes: the real build the agent loads (the training build where ./build.sh
+put it in the venv, else the system library) segments and phonemizes.
 
 Phonemes pinned here avoid the words whose pronunciation changed between espeak-ng releases
 (the 'or' vowel, the linking glide; see docs/text.md), so they hold on 1.51 and 1.52.
@@ -67,6 +68,14 @@ def test_terminator_of(consumed: str, expected: tuple[str, bool]) -> None:
     assert terminator_of(consumed) == expected
 
 
+def test_the_last_clause_of_a_text_ends_a_sentence_without_a_mark() -> None:
+    assert terminator_of("and then", last=True) == ("", True)
+    assert terminator_of("and then,", last=True) == (",", False)
+    assert terminator_of("and then...", last=True) == ("", False)
+    assert terminator_of("and then\u2026", last=True) == ("", False)
+    assert terminator_of("?!", last=True) == ("", False)
+
+
 # --- segmentation with the real library -------------------------------------------------------
 
 
@@ -96,9 +105,28 @@ def test_dash_question_runs_and_ellipsis(espeak: EspeakPhonemizer) -> None:
     ]
     assert [(c.terminator, c.end_of_sentence) for c in espeak.clauses("What?! Really!?")] == [
         ("?", True), ("!", True)]
+    # the last clause, ended by no mark, ends the sentence (what the training phonemizer's
+    # espeak_TextToPhonemesWithTerminator reports; builds without the call agree)
     assert [(c.terminator, c.end_of_sentence)
             for c in espeak.clauses("Well... maybe; yes: no")] == [
-        ("", False), (";", False), (":", False), ("", False)]
+        ("", False), (";", False), (":", False), ("", True)]
+
+
+END_OF_TEXT = ["Well... maybe; yes: no", "A \u2013 B", "3.5 is... fine", "Wait... what?",
+               "x: y; z,", "end\u2026", "Stop \u2014 now", '(Yes.) "No"', "One\uff0ctwo"]
+
+
+@pytest.mark.parametrize("text", END_OF_TEXT)
+def test_recovered_terminators_end_a_text_as_the_call_does(espeak: EspeakPhonemizer,
+                                                           text: str) -> None:
+    recovered = EspeakPhonemizer("en-us", terminator_api=False).clauses(text)
+    last = recovered[-1]
+    if last.terminator:  # a mark decides
+        assert last.end_of_sentence == (last.terminator in ".?!")
+    else:  # no mark at all ends the sentence; an ellipsis leaves it open
+        assert last.end_of_sentence == (not last.text.endswith(("...", "\u2026")))
+    if espeak.terminator_api:  # a build with the call (the training build, 1.52): the same
+        assert _summary(espeak.clauses(text)) == _summary(recovered)
 
 
 def test_abbreviations_follow_espeak(espeak: EspeakPhonemizer) -> None:

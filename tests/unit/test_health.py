@@ -472,6 +472,7 @@ def test_reporter_publishes_at_once_on_a_change_and_on_request(
 
 
 def test_the_voice_library_status_is_a_provider(tiny_voice_dir: Path, tmp_path: Path) -> None:
+    from agent.daemon.health import voices_section
     from agent.library.voices import VoiceLibrary
 
     settings = Settings(device_id="t1", cache={"dir": tmp_path / "cache"},
@@ -481,7 +482,7 @@ def test_the_voice_library_status_is_a_provider(tiny_voice_dir: Path, tmp_path: 
     probe = SystemProbe(tmp_path, sysroot=fake_sysroot(tmp_path / "root"))
     health = Health(settings, probe=probe)
     library = VoiceLibrary(settings)
-    health.add_provider("voices", library.status)
+    health.add_provider("voices", lambda: voices_section(library))
     snap = health.snapshot()
     assert (snap["state"], snap["reasons"]) == ("failing", [
         "no voice loaded: models.default_voice 'tiny-test' is not loaded yet "
@@ -493,6 +494,9 @@ def test_the_voice_library_status_is_a_provider(tiny_voice_dir: Path, tmp_path: 
     from agent.health.report import LoadedVoice, ReloadRecord, VoicesSection
 
     assert set(snap["voices"]) == set(VoicesSection.__required_keys__)
+    # the build the voice phonemizes with, named (agent.text.espeak.describe)
+    assert snap["voices"]["espeak"].startswith("espeak-ng 1.")
+    assert " build" in snap["voices"]["espeak"]
     assert set(snap["voices"]["voices"][0]) == set(LoadedVoice.__required_keys__)
     assert set(snap["voices"]["last_reload"][tiny_voice_dir.name]) == set(
         ReloadRecord.__required_keys__)
