@@ -64,6 +64,7 @@ LEVERS: dict[str, tuple[str, Change, tuple[int, ...]]] = {
                        _runtime(decode_workers=2, allow_spinning=False), (2,)),
 }
 """Lever -> (what it is, what it changes, the thread counts it is measured at)."""
+PIPERS = {"piper": "piper-tts", "piper_spin0": "piper-tts, spinning off"}
 
 
 def lever_voice(bundle_dir: Path, threads: int, change: Change) -> Any:
@@ -119,6 +120,8 @@ def measure(threads: int, bundle_dir: Path, args: argparse.Namespace,
                       else float("inf"))
     engines = {n: synth_of(v) for n, v in voices.items()}
     engines["piper"] = piper(bundle_dir, threads)
+    if threads > 1:  # piper-tts as compare_piper runs it keeps onnxruntime's spinning on
+        engines["piper_spin0"] = piper(bundle_dir, threads, spinning=False)
     for synth in engines.values():
         list(synth("Welcome."))
     passes = []
@@ -138,15 +141,15 @@ def report(results: dict[str, Any], figures: Figures) -> None:
         columns = ["lever", *(f"pass {p + 1} vs piper" for p in range(len(passes))),
                    "median vs piper", "median vs default", "speed (pass 1)", "audio diff"]
         rows = []
-        for name in [*data["levers"], "piper"]:
+        for name in [*data["levers"], *(n for n in PIPERS if n in passes[0]["speed"])]:
             key = f"t{threads}.{name}"
-            label = LEVERS[name][0] if name in LEVERS else "piper-tts"
+            label = LEVERS[name][0] if name in LEVERS else PIPERS[name]
             vs_piper = [p["speed"][name] / p["speed"]["piper"] for p in passes]
             vs_default = [p["speed"][name] / p["speed"]["default"] for p in passes]
             cells: list[str | None] = [label]
             cells += [figures.add(f"{key}.pass{p + 1}_vs_piper", r, "x",
-                                  f"{label}, {threads} thread(s): speed / piper-tts's, pass {p + 1}")
-                      for p, r in enumerate(vs_piper)]
+                                  f"{label}, {threads} thread(s): speed / piper-tts's, "
+                                  f"pass {p + 1}") for p, r in enumerate(vs_piper)]
             cells.append(figures.add(f"{key}.vs_piper", statistics.median(vs_piper), "x",
                                      f"{label}, {threads} thread(s): median over passes of "
                                      "speed / piper-tts's"))
@@ -171,6 +174,8 @@ def main() -> int:
     parser.add_argument("--models-dir", type=Path, default=ROOT / "models")
     parser.add_argument("--runs", type=int, default=2, help="passes, each reported")
     parser.add_argument("--reps", type=int, default=2, help="times each pass says each sentence")
+    parser.add_argument("--sentences", type=int, default=None,
+                        help="the first N held-out sentences (default all)")
     parser.add_argument("--quick", action="store_true", help="3 sentences, 1 rep: a check")
     add_json_option(parser, "synth_levers")
     args = parser.parse_args()
@@ -181,7 +186,7 @@ def main() -> int:
     os.environ[CACHE_ENV] = tempfile.mkdtemp(prefix="tts-bench-cache-")
     bundle_dir = resolve(args.models_dir)
     rate = VoiceConfig.from_file(next(bundle_dir.glob("*.onnx.json"))).sample_rate
-    sentences = read_lines(HELDOUT)
+    sentences = read_lines(HELDOUT)[:args.sentences]
     if args.quick:
         sentences, args.reps = sentences[:3], 1
     results = {f"threads_{t}": measure(t, bundle_dir, args, sentences, rate) for t in (1, 2)}
