@@ -43,7 +43,7 @@ def _runtime(**fields: Any) -> Change:
 
 
 LEVERS: dict[str, tuple[str, Change, tuple[int, ...]]] = {
-    "default": ("the default (as shipped)", lambda options: {}, (1, 2)),
+    "default": ("before: one window at a time, spinning on", lambda options: {}, (1, 2)),
     "spin0": ("intra-op spinning off", _runtime(allow_spinning=False), (2,)),
     "pinned": ("threads pinned to CPUs 0-1", _runtime(affinity_cpus=(0, 1)), (2,)),
     "arena0": ("CPU memory arena off", _runtime(enable_cpu_mem_arena=False), (1, 2)),
@@ -60,7 +60,7 @@ LEVERS: dict[str, tuple[str, Change, tuple[int, ...]]] = {
     "whole": ("streaming off (sentences decoded whole)", lambda o: {"stream_first_frames": 0},
               (1, 2)),
     "workers2": ("2 decoder windows at once", _runtime(decode_workers=2), (2,)),
-    "workers2_spin0": ("2 windows at once, spinning off",
+    "workers2_spin0": ("2 windows at once, spinning off (kept: generic-x86_64)",
                        _runtime(decode_workers=2, allow_spinning=False), (2,)),
 }
 """Lever -> (what it is, what it changes, the thread counts it is measured at)."""
@@ -108,7 +108,8 @@ def measure(threads: int, bundle_dir: Path, args: argparse.Namespace,
     """Every lever at ``threads`` with piper-tts: per pass speeds, loads and audio checks."""
     from agent.voice.voice import SynthesisParams
 
-    names = [n for n, (_, _, at) in LEVERS.items() if threads in at]
+    names = [n for n, (_, _, at) in LEVERS.items()
+             if threads in at and (n == "default" or not args.levers or n in args.levers)]
     voices = {n: lever_voice(bundle_dir, threads, LEVERS[n][1]) for n in names}
     quiet = SynthesisParams(noise_scale=0.0, noise_w=0.0)
     probe = max(sentences, key=len)
@@ -135,8 +136,8 @@ def measure(threads: int, bundle_dir: Path, args: argparse.Namespace,
 def report(results: dict[str, Any], figures: Figures) -> None:
     """Per thread count: a table of each lever's speed, ratio to piper-tts and to the default,
     per pass and as the median of the passes."""
-    for threads in (1, 2):
-        data = results[f"threads_{threads}"]
+    for group, data in results.items():
+        threads = int(group.removeprefix("threads_"))
         passes = data["passes"]
         columns = ["lever", *(f"pass {p + 1} vs piper" for p in range(len(passes))),
                    "median vs piper", "median vs default", "speed (pass 1)", "audio diff"]
@@ -176,6 +177,10 @@ def main() -> int:
     parser.add_argument("--reps", type=int, default=2, help="times each pass says each sentence")
     parser.add_argument("--sentences", type=int, default=None,
                         help="the first N held-out sentences (default all)")
+    parser.add_argument("--levers", type=lambda v: v.split(","), default=[],
+                        help="comma-separated levers to run (default all; the default always)")
+    parser.add_argument("--threads", type=lambda v: [int(t) for t in v.split(",")],
+                        default=[1, 2], help="thread counts (default 1,2)")
     parser.add_argument("--quick", action="store_true", help="3 sentences, 1 rep: a check")
     add_json_option(parser, "synth_levers")
     args = parser.parse_args()
@@ -189,7 +194,8 @@ def main() -> int:
     sentences = read_lines(HELDOUT)[:args.sentences]
     if args.quick:
         sentences, args.reps = sentences[:3], 1
-    results = {f"threads_{t}": measure(t, bundle_dir, args, sentences, rate) for t in (1, 2)}
+    results = {f"threads_{t}": measure(t, bundle_dir, args, sentences, rate)
+               for t in args.threads}
     figures = Figures()
     report(results, figures)
     for table in figures.tables:
