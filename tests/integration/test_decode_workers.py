@@ -1,5 +1,5 @@
 """Decoder windows of one sentence decoded at once (``decode_workers``): the same audio, in order,
-decoded on the voice's decoder threads; the profile's choice reaches the voice.
+decoded on the voice's decoder threads (the profile's choice: tests/unit/test_hardware_session.py).
 
 Runs on the real en_US-joe-medium int8 voice, whose sentences are decoded in several windows.
 """
@@ -7,17 +7,13 @@ Runs on the real en_US-joe-medium int8 voice, whose sentences are decoded in sev
 from __future__ import annotations
 
 import threading
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-import pytest
 
-from agent.hardware.effective import resolve_profile
 from agent.hardware.runtime import RuntimeOptions
 from agent.voice.options import VoiceOptions
 from agent.voice.voice import SynthesisParams, Voice
-from tests.support.hardware_support import PROFILES, settings, sysroot
 
 QUIET = SynthesisParams(noise_scale=0.0, noise_w=0.0)
 TEXT = ("The westbound train to the airport is running about eight minutes late this morning, "
@@ -69,16 +65,3 @@ def test_one_worker_decodes_on_the_callers_thread(real_voice_dir: Path, tmp_path
     list(voice.synthesize(TEXT, QUIET))
     assert len(threads) > 3
     assert set(threads) == {threading.current_thread().name}
-
-
-def test_the_profile_decides_decode_workers(tmp_path: Path) -> None:
-    checkout = settings(tmp_path, synthesis={"profiles_dir": str(PROFILES)})
-    eff = resolve_profile(checkout, sysroot=sysroot("container-2cpu"))
-    runtime = eff.runtime.options
-    assert (runtime.intra_op_threads, runtime.decode_workers) == (2, 2)
-    assert runtime.allow_spinning is False  # two runs at once on two cores: no busy-waiting
-    assert eff.as_dict()["decode_workers"] == 2
-    one = resolve_profile(checkout, sysroot=sysroot("container-v1-cpuset"))
-    assert one.runtime.options.decode_workers == 1  # never more windows than threads
-    with pytest.raises(ValueError, match=r"decode_workers 0 not in 1\.\.16"):
-        replace(runtime, decode_workers=0)
