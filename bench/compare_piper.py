@@ -11,6 +11,8 @@ loads the bundle's original fp32 ``.onnx``) over the same sentences on this mach
   ``PiperVoice`` takes any session; ``PiperVoice.load`` would use onnxruntime's default).
   Our phonemization cache is off here so both engines phonemize every time. Each timed call
   starts after a 50 ms pause, so no engine's idle worker threads still spin into the next one's;
+* ours takes this machine's hardware profile's spinning and decoder windows at once
+  (``decode_workers``, at most the thread count), as the agent would here;
 * ours runs with streaming on (the agent's default); the line under the table gives our int8
   voice with streaming off (every sentence decoded whole) for speed and first audio;
 * time to first audio for a 3-sentence paragraph: until ``Voice.synthesize`` yields its first
@@ -81,11 +83,28 @@ def our_voice(bundle_dir: Path, variant: str, threads: int, *, stream: bool = Tr
     from agent.voice.voice import Voice
 
     cache = os.environ.get(CACHE_ENV)
-    runtime = RuntimeOptions(intra_op_threads=threads,
+    spinning, workers = machine_choices()
+    runtime = RuntimeOptions(intra_op_threads=threads, allow_spinning=spinning,
+                             decode_workers=min(threads, workers),
                              optimized_cache_dir=Path(cache) / "ort" if cache else None)
     return Voice.load(bundle_dir, VoiceOptions(variant=variant, phoneme_cache_size=0,
                                                runtime=runtime, text=TextOptions(),
                                                **({} if stream else {"stream_first_frames": 0})))
+
+
+def machine_choices() -> tuple[bool, int]:
+    """What this machine's hardware profile chooses besides the thread count (which the bench
+    sets): spinning, and decoder windows decoded at once (never more than the threads)."""
+    import tempfile
+
+    from agent.hardware.effective import resolve_profile
+    from agent.settings import Settings
+
+    with tempfile.TemporaryDirectory(prefix="tts-bench-profile-") as tmp:
+        settings = Settings(device_id="bench", cache={"dir": tmp},  # this checkout's profiles
+                            synthesis={"profiles_dir": str(ROOT / "firmware_profiles")})
+        chosen = resolve_profile(settings, use_tune=False).runtime.options
+    return chosen.allow_spinning, chosen.decode_workers
 
 
 def ours(bundle_dir: Path, variant: str, threads: int, *, noise: bool = True,
@@ -102,7 +121,7 @@ def ours(bundle_dir: Path, variant: str, threads: int, *, noise: bool = True,
     return synth
 
 
-def piper(bundle_dir: Path, threads: int, *, noise: bool = True) -> Synth:
+def piper(bundle_dir: Path, threads: int, *, noise: bool = True, spinning: bool = True) -> Synth:
     import onnxruntime
     from piper import PiperVoice
     from piper.config import PiperConfig, SynthesisConfig
@@ -111,6 +130,8 @@ def piper(bundle_dir: Path, threads: int, *, noise: bool = True) -> Synth:
     options = onnxruntime.SessionOptions()  # what PiperVoice.load uses, plus the thread count
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
+    if not spinning:  # bench/synth_levers.py: piper-tts with what our profile may set
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     session = onnxruntime.InferenceSession(str(model), sess_options=options,
                                            providers=["CPUExecutionProvider"])
     config = PiperConfig.from_dict(json.loads(Path(f"{model}.json").read_text(encoding="utf-8")))

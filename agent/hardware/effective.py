@@ -97,6 +97,7 @@ class EffectiveProfile:
             "thread_affinity": self.runtime.thread_affinity,
             "affinity_cpus": format_cpu_list(rt.affinity_cpus),
             "allow_spinning": rt.allow_spinning,
+            "decode_workers": rt.decode_workers,
             "providers": list(rt.providers),
             "require_provider": rt.require_provider,
             "audio": self.audio.model_dump(),
@@ -264,6 +265,7 @@ def _profile_values(profile: Profile, hw: HardwareInfo) -> tuple[_Values, list[s
         ("intra_op_threads", threads), ("inter_op_threads", rt.inter_op_threads),
         ("execution_mode", rt.execution_mode), ("graph_optimization", rt.graph_optimization),
         ("thread_affinity", rt.thread_affinity), ("allow_spinning", rt.allow_spinning),
+        ("decode_workers", rt.decode_workers),
         ("model_variant", variant), ("providers", providers), ("require_provider", False),
     ):
         values.set(key, value, origin)
@@ -347,6 +349,7 @@ def _runtime(values: _Values, hw: HardwareInfo, why: list[str]) -> ResolvedRunti
         graph_optimization=values["graph_optimization"],
         affinity_cpus=affinity,
         allow_spinning=values["allow_spinning"],
+        decode_workers=min(values["decode_workers"], values["intra_op_threads"]),
         providers=values["providers"],
         require_provider=values["require_provider"],
     )

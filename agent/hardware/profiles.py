@@ -87,6 +87,12 @@ class RuntimeProfile(_Strict):
         default=True,
         description="Let idle onnxruntime threads spin (lower latency, more CPU burned).",
     )
+    decode_workers: int = Field(
+        default=1, ge=1, le=16,
+        description="A sentence's decoder windows decoded this many at once, each on its own "
+                    "thread (the same audio); at most intra_op_threads; above 1, set "
+                    "allow_spinning = false.",
+    )
     model_variant: Literal["auto", "int8", "fp32"] = Field(
         default="auto",
         description="auto: int8 where the CPU has fast int8 dot products, else fp32.",

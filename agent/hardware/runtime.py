@@ -61,6 +61,9 @@ class RuntimeOptions:
     :func:`agent.voice.onnx_session.create_session`); None = off."""
     enable_cpu_mem_arena: bool = True
     enable_mem_pattern: bool = True
+    decode_workers: int = 1
+    """Decoder windows of one sentence run at once, each its own ``session.run`` on its own
+    thread (1 = one after the other); the audio is the same either way."""
     gpu_cache_dir: Path | None = None
     """TensorRT engine cache directory (TensorRT only)."""
     config_entries: tuple[tuple[str, str], ...] = field(default=())
@@ -71,6 +74,8 @@ class RuntimeOptions:
             raise ValueError(f"intra_op_threads {self.intra_op_threads} not in 1..256")
         if not 1 <= self.inter_op_threads <= 64:
             raise ValueError(f"inter_op_threads {self.inter_op_threads} not in 1..64")
+        if not 1 <= self.decode_workers <= 16:
+            raise ValueError(f"decode_workers {self.decode_workers} not in 1..16")
         if any(c < 0 or c >= 4096 for c in self.affinity_cpus):
             raise ValueError(f"affinity CPUs {self.affinity_cpus} out of range")
         unknown = [p for p in self.providers if p not in PROVIDERS]
@@ -100,5 +105,6 @@ class RuntimeOptions:
             "graph_optimization": self.graph_optimization,
             "affinity_cpus": list(self.affinity_cpus),
             "allow_spinning": self.allow_spinning,
+            "decode_workers": self.decode_workers,
             "providers": list(self.providers),
         }

@@ -13,6 +13,7 @@ onnxruntime's lazy initialisation, and a model that produces silence or NaNs is 
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -37,6 +38,7 @@ from agent.voice.bundle import (
     read_verified,
 )
 from agent.voice.config import MAX_CONFIG_BYTES, VoiceConfig, VoiceLoadError
+from agent.voice.onnx_session import pin_current_thread
 from agent.voice.options import VoiceOptions
 from agent.voice.sessions import VoiceSession, open_session
 from agent.voice.streaming import StreamGain, WindowPlan, peak_normalize
@@ -140,6 +142,12 @@ class Voice:
         self._check_signature()
         if self.facts.symbols is not None:
             self.config.check_symbols(self.facts.symbols, bundle.config_path)
+        workers = options.runtime.decode_workers
+        self._decoders = (ThreadPoolExecutor(workers, thread_name_prefix="decode",
+                                             initializer=pin_current_thread,
+                                             initargs=(options.runtime,))
+                          if workers > 1 and self.engine.split else None)
+        """Threads that decode a sentence's windows at once (None: on the caller's thread)."""
         self.window_plan: WindowPlan | None = None
         """How sentences are cut into windows; None = every sentence is decoded whole (so is
         the warm-up: the plan's growth follows the speed it shows)."""
@@ -295,8 +303,24 @@ class Voice:
         if plan is None:
             return self.engine.audio(feeds)
         latent = self.engine.latent(feeds)
-        return np.concatenate([self._decode(latent, feeds, start, end)
-                               for start, end in plan.windows(latent.shape[-1], first=False)])
+        windows = plan.windows(latent.shape[-1], first=False)
+        return np.concatenate(list(self._decode_all(latent, feeds, windows)))
+
+    def _decode_all(self, latent: np.ndarray, feeds: Mapping[str, np.ndarray],
+                    windows: Sequence[tuple[int, int]]) -> Iterator[np.ndarray]:
+        """Audio of each window, in order; with ``runtime.decode_workers`` > 1 the windows are
+        decoded that many at once on the voice's decoder threads (same audio: each window is
+        exact on its own)."""
+        if self._decoders is None or len(windows) < 2:
+            yield from (self._decode(latent, feeds, start, end) for start, end in windows)
+            return
+        parts = [self._decoders.submit(self._decode, latent, feeds, start, end)
+                 for start, end in windows]
+        try:
+            yield from (part.result() for part in parts)
+        finally:
+            for part in parts:
+                part.cancel()
 
     def _decode(self, latent: np.ndarray, feeds: Mapping[str, np.ndarray], start: int,
                 end: int) -> np.ndarray:
@@ -363,8 +387,10 @@ class Voice:
         latent = self.engine.latent(feeds)
         windows = plan.windows(latent.shape[-1])
         gain = StreamGain(self.sample_rate)
-        for number, (start, end) in enumerate(windows, 1):
-            part = self._decode(latent, feeds, start, end)
+        # The first window alone (first audio), then the rest, decode_workers at a time.
+        parts = itertools.chain(self._decode_all(latent, feeds, windows[:1]),
+                                self._decode_all(latent, feeds, windows[1:]))
+        for number, part in enumerate(parts, 1):
             audio = peak_normalize(part) if len(windows) == 1 else gain.apply(part)
             if number == len(windows) and silence.size:
                 audio = np.concatenate([audio, silence])

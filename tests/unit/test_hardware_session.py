@@ -21,6 +21,7 @@ from agent.voice.onnx_session import (
     plan_providers,
 )
 from tests.support.hardware_support import (
+    PROFILES,
     new_threads,
     settings,
     sysroot,
@@ -218,3 +219,20 @@ def test_the_librarys_voices_run_with_the_profiles_session_options(
     assert options.intra_op_num_threads == eff.runtime.options.intra_op_threads == 3
     assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
     assert list((tmp_path / "cache" / "ort").glob("*.onnx"))  # the optimised-model cache
+
+
+def test_decode_workers_and_spinning_of_the_x86_64_profile_reach_the_voice(
+        tmp_path: Path) -> None:
+    checkout = settings(tmp_path, synthesis={"profiles_dir": str(PROFILES)})  # not the venv's
+    eff = resolve_profile(checkout, sysroot=sysroot("container-2cpu"))
+    runtime = eff.runtime.options
+    assert (eff.name, runtime.intra_op_threads, runtime.decode_workers) == ("generic-x86_64", 2, 2)
+    assert eff.as_dict()["decode_workers"] == 2
+    options = build_session_options(runtime)  # two runs at once on two cores: no busy-waiting
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    voice = voice_options(checkout, eff)
+    assert voice.runtime.decode_workers == 2
+    one = resolve_profile(checkout, sysroot=sysroot("container-v1-cpuset"))
+    assert one.runtime.options.decode_workers == 1  # never more windows than threads
+    with pytest.raises(ValueError, match=r"decode_workers 0 not in 1\.\.16"):
+        replace(runtime, decode_workers=0)
