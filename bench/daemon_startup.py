@@ -8,7 +8,8 @@ Mosquitto on a free loopback port and an ALSA ``file`` PCM; READY=1 means the de
 loaded and warm (see ``docs/operations.md``, "Service life cycle"). The first run starts with
 an empty optimised-model cache (a device's first boot builds it); the later runs find it. After
 READY a controller publishes a speak command with the paragraph and waits for its final event;
-the daemon's ``VmHWM`` is read from ``/proc`` before it is stopped.
+the ``VmHWM`` of the daemon and of its PCM helper (summed) is read from ``/proc`` before it is
+stopped.
 
 Also measured, each in a fresh process: what the fixed stack costs before any of our code runs
 (the interpreter; importing numpy, onnxruntime, pydantic-settings and structlog).
@@ -34,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from results import Figures, add_json_option, write_result
-from workload import PARAGRAPH, ROOT, VOICE, status_kib
+from workload import PARAGRAPH, ROOT, VOICE, tree_hwm_kib
 
 sys.path.insert(0, str(ROOT))
 
@@ -115,6 +116,8 @@ def measure(models_dir: Path, variant: str, runs: int) -> dict[str, Any]:
     return {"ready_cold_s": starts[0]["ready_s"],
             "ready_s": statistics.median(s["ready_s"] for s in later),
             "rss_mib": statistics.median(s["rss_mib"] for s in later),
+            "daemon_rss_mib": statistics.median(s["daemon_rss_mib"] for s in later),
+            "helper_rss_mib": statistics.median(s["helper_rss_mib"] for s in later),
             "stack": stack_cost(max(runs, 3))}
 
 
@@ -151,11 +154,12 @@ def _one_start(env: dict[str, str], run: int, channel: tuple[Any, Any, Any]
                 raise RuntimeError("the daemon never accepted a speak command")
             if not clock.wait([(request, "final")], 120):
                 raise RuntimeError("the speak command never finished")
-            rss = status_kib("VmHWM", process.pid) / 1024
+            peaks = tree_hwm_kib(process.pid)
         finally:
             process.terminate()
             process.wait(30)
-    return {"ready_s": ready, "rss_mib": rss}
+    return {"ready_s": ready, "rss_mib": (peaks["main"] + peaks["helpers"]) / 1024,
+            "daemon_rss_mib": peaks["main"] / 1024, "helper_rss_mib": peaks["helpers"] / 1024}
 
 
 def main() -> int:
@@ -189,8 +193,14 @@ def record(result: dict[str, Any]) -> Figures:
          figures.add("ready", result["ready_s"] * 1000, "ms",
                      "python -m agent run from spawn to READY=1, median of the later starts"),
          figures.add("rss", result["rss_mib"], "MiB",
-                     "the daemon's peak RSS (VmHWM) after speaking the paragraph over MQTT, "
-                     "median of the later starts")]]
+                     "peak RSS (VmHWM) of the daemon and its PCM helper, summed, after "
+                     "speaking the paragraph over MQTT, median of the later starts")],
+        ["of which the daemon", None,
+         figures.add("daemon_rss", result["daemon_rss_mib"], "MiB",
+                     "the daemon process's own peak RSS (VmHWM), median of the later starts")],
+        ["of which the PCM helper", None,
+         figures.add("helper_rss", result["helper_rss_mib"], "MiB",
+                     "the PCM helper process's peak RSS (VmHWM), median of the later starts")]]
     for n, (label, cost) in enumerate(result["stack"].items()):
         rows.append([f"{label} alone",
                      figures.add(f"stack_{n}.startup", cost["s"] * 1000, "ms",

@@ -20,9 +20,9 @@ from typing import Any
 from results import REQUIRED, RESULTS, ROOT
 
 PAGE = ROOT / "docs" / "performance.md"
-ORDER = ("compare_piper", "phrase_cache", "daemon_startup", "import_weight", "streaming_memory",
-         "memory_settings",
-         "model_reload", "mqtt_latency", "intelligibility", "quant_recipes", "encoder_precision",
+ORDER = ("compare_piper", "phrase_cache", "daemon_startup", "import_weight", "wyoming_peers",
+         "streaming_memory", "memory_settings", "model_reload", "mqtt_latency", "intelligibility",
+         "quant_recipes", "encoder_precision",
          "phoneme_parity", "text_normalizers", "text_accuracy", "normalizer_cost", "fleet_sim")
 """Sections in this order (the comparison with Piper first); other benches after, by name."""
 INTRO = """\
