@@ -134,6 +134,13 @@ def start_servers(work: Path, piper_bin: Path, syntheses: int
     return ports, processes
 
 
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user and system, all threads) a process has used: what a request costs,
+    whatever the machine's load."""
+    fields = Path(f"/proc/{pid}/stat").read_text(encoding="ascii").rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def stop(processes: list[subprocess.Popen[bytes]]) -> None:
     for process in processes:
         try:
@@ -263,6 +270,17 @@ def record(result: dict[str, Any]) -> Figures:
                   f"{TARGETS['ttft']} (first audio) and <= {TARGETS['total']} (total). Load "
                   f"average {result['load_before']:.1f} before, {result['load_after']:.1f} "
                   "after: on a loaded machine the absolute times are not the engines'.")
+    if "cpu_s" in result:
+        cpu = result["cpu_s"]
+        figures.table("CPU time each server used for all its requests", ["server", "CPU"],
+                      [[name, figures.add(f"cpu.{name}", cpu[name], "s",
+                                          f"{name}: CPU seconds, every request of the run")]
+                       for name in SERVERS]
+                      + [["ours over wyoming-piper's", figures.add(
+                          "cpu_ratio", cpu["tts-agent"] / cpu["wyoming-piper"], "x",
+                          "the agent's CPU seconds over wyoming-piper's")]],
+                      "User and system time of each server process, all threads: the work "
+                      "the requests cost, which the machine's load does not change much.")
     figures.add("load_before", result["load_before"], "", "1-minute load average before")
     figures.add("load_after", result["load_after"], "", "1-minute load average after")
     return figures
@@ -287,12 +305,15 @@ def main() -> int:
         ports, processes = start_servers(work, piper_bin, args.max_syntheses)
         try:
             load_before = os.getloadavg()[0]
+            cpu_before = [cpu_s(p.pid) for p in processes]
             measured = measure(args, bench_bin, ports, work)
+            cpu = {name: cpu_s(p.pid) - before
+                   for name, p, before in zip(SERVERS, processes, cpu_before, strict=True)}
             load_after = os.getloadavg()[0]
         finally:
             stop(processes)
     result = {"summary": summarize(measured["samples"]), "max_syntheses": args.max_syntheses,
-              "load_before": load_before, "load_after": load_after,
+              "load_before": load_before, "load_after": load_after, "cpu_s": cpu,
               "versions": {"wyoming-bench": version_of(bench_bin, "wyoming-bench"),
                            "wyoming-piper": version_of(piper_bin, "wyoming-piper")}}
     print(json.dumps(result["summary"], indent=1))
