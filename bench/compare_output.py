@@ -165,8 +165,13 @@ def _daemon_rows(figures: Figures, results: dict[str, Any]) -> list[list[str | N
          figures.add("daemon.ready_cold", daemon["ready_cold_s"] * 1000, "ms",
                      "python -m agent run from spawn to READY=1, empty optimised-model cache"),
          None],
-        ["daemon peak RSS after speaking the paragraph over MQTT",
-         figures.add("daemon.rss", daemon["rss_mib"], "MiB", "the daemon's VmHWM, median"),
+        ["daemon spawn -> READY=1, first start after `tts-agent prepare`",
+         figures.add("daemon.ready_prepared", daemon["ready_prepared_s"] * 1000, "ms",
+                     "python -m agent run from spawn to READY=1, a cache prepare filled"),
+         None],
+        ["daemon peak RSS (with its PCM helper) after speaking the paragraph over MQTT",
+         figures.add("daemon.rss", daemon["rss_mib"], "MiB",
+                     "VmHWM of the daemon and its PCM helper, summed, median"),
          figures.add("daemon.rss_vs_piper", daemon["rss_mib"] / piper_rss, "x",
                      "daemon peak RSS / piper's peak RSS")]]
     for n, (label, cost) in enumerate(daemon["stack"].items()):

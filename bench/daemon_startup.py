@@ -6,9 +6,11 @@ RSS once it has spoken a paragraph that came over MQTT.
 Each run spawns the daemon with a notify socket of its own (as systemd's ``Type=notify``), a
 Mosquitto on a free loopback port and an ALSA ``file`` PCM; READY=1 means the default voice is
 loaded and warm (see ``docs/operations.md``, "Service life cycle"). The first run starts with
-an empty optimised-model cache (a device's first boot builds it); the later runs find it. After
+an empty optimised-model cache (a device's first boot builds it); the later runs find it; one
+more starts on a fresh cache that ``tts-agent prepare`` filled (as ``build.sh`` does). After
 READY a controller publishes a speak command with the paragraph and waits for its final event;
-the daemon's ``VmHWM`` is read from ``/proc`` before it is stopped.
+the ``VmHWM`` of the daemon and of its PCM helper (summed) is read from ``/proc`` before it is
+stopped.
 
 Also measured, each in a fresh process: what the fixed stack costs before any of our code runs
 (the interpreter; importing numpy, onnxruntime, pydantic-settings and structlog).
@@ -34,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from results import Figures, add_json_option, write_result
-from workload import PARAGRAPH, ROOT, VOICE, status_kib
+from workload import PARAGRAPH, ROOT, VOICE, tree_hwm_kib
 
 sys.path.insert(0, str(ROOT))
 
@@ -105,17 +107,31 @@ def measure(models_dir: Path, variant: str, runs: int) -> dict[str, Any]:
             if not controller.wait_ready(10):
                 raise SystemExit("could not connect to the bench broker")
             env = _agent_env(work, models_dir, variant, port, work / "notify.sock")
+            channel = (controller, clock, topics.command("speak"))
             for run in range(runs + 1):
-                starts.append(_one_start(env, run, (controller, clock, topics.command("speak"))))
+                starts.append(_one_start(env, run, channel))
+            prepared = _prepared_start(env, work, runs + 1, channel)
         finally:
             controller.close(2)
             broker.terminate()
             broker.wait(5)
     later = starts[1:]
-    return {"ready_cold_s": starts[0]["ready_s"],
+    return {"ready_cold_s": starts[0]["ready_s"], "ready_prepared_s": prepared["ready_s"],
             "ready_s": statistics.median(s["ready_s"] for s in later),
             "rss_mib": statistics.median(s["rss_mib"] for s in later),
+            "daemon_rss_mib": statistics.median(s["daemon_rss_mib"] for s in later),
+            "helper_rss_mib": statistics.median(s["helper_rss_mib"] for s in later),
             "stack": stack_cost(max(runs, 3))}
+
+
+def _prepared_start(env: dict[str, str], work: Path, run: int, channel: tuple[Any, Any, Any]
+                    ) -> dict[str, float]:
+    """The first start on an empty cache that ``tts-agent prepare`` has filled (as ``build.sh``
+    and a package's install do)."""
+    env = {**env, "TTS_AGENT_CACHE__DIR": str(work / "cache-prepared")}
+    subprocess.run([sys.executable, "-m", "agent", "prepare"], env=env, cwd=ROOT, check=True,
+                   stdout=subprocess.DEVNULL)
+    return _one_start(env, run, channel)
 
 
 def _one_start(env: dict[str, str], run: int, channel: tuple[Any, Any, Any]
@@ -151,11 +167,12 @@ def _one_start(env: dict[str, str], run: int, channel: tuple[Any, Any, Any]
                 raise RuntimeError("the daemon never accepted a speak command")
             if not clock.wait([(request, "final")], 120):
                 raise RuntimeError("the speak command never finished")
-            rss = status_kib("VmHWM", process.pid) / 1024
+            peaks = tree_hwm_kib(process.pid)
         finally:
             process.terminate()
             process.wait(30)
-    return {"ready_s": ready, "rss_mib": rss}
+    return {"ready_s": ready, "rss_mib": (peaks["main"] + peaks["helpers"]) / 1024,
+            "daemon_rss_mib": peaks["main"] / 1024, "helper_rss_mib": peaks["helpers"] / 1024}
 
 
 def main() -> int:
@@ -185,12 +202,26 @@ def record(result: dict[str, Any]) -> Figures:
         ["daemon, first start (empty optimised-model cache)",
          figures.add("ready_cold", result["ready_cold_s"] * 1000, "ms",
                      "python -m agent run from spawn to READY=1, first start"), None],
+        ["daemon, first start after `tts-agent prepare`",
+         figures.add("ready_prepared", result["ready_prepared_s"] * 1000, "ms",
+                     "python -m agent run from spawn to READY=1, the first start on a cache "
+                     "tts-agent prepare filled"), None],
+        ["first start after prepare over later starts",
+         figures.add("prepared_vs_later", result["ready_prepared_s"] / result["ready_s"], "x",
+                     "the first start after prepare over the later starts' median "
+                     "(#26 target: within 10%)"), None],
         ["daemon, later starts",
          figures.add("ready", result["ready_s"] * 1000, "ms",
                      "python -m agent run from spawn to READY=1, median of the later starts"),
          figures.add("rss", result["rss_mib"], "MiB",
-                     "the daemon's peak RSS (VmHWM) after speaking the paragraph over MQTT, "
-                     "median of the later starts")]]
+                     "peak RSS (VmHWM) of the daemon and its PCM helper, summed, after "
+                     "speaking the paragraph over MQTT, median of the later starts")],
+        ["of which the daemon", None,
+         figures.add("daemon_rss", result["daemon_rss_mib"], "MiB",
+                     "the daemon process's own peak RSS (VmHWM), median of the later starts")],
+        ["of which the PCM helper", None,
+         figures.add("helper_rss", result["helper_rss_mib"], "MiB",
+                     "the PCM helper process's peak RSS (VmHWM), median of the later starts")]]
     for n, (label, cost) in enumerate(result["stack"].items()):
         rows.append([f"{label} alone",
                      figures.add(f"stack_{n}.startup", cost["s"] * 1000, "ms",

@@ -38,3 +38,28 @@ def status_kib(field: str, pid: int | str = "self") -> int:
         if line.startswith(field + ":"):
             return int(line.split()[1])
     raise RuntimeError(f"/proc/{pid}/status has no {field}")
+
+
+def descendants(pid: int) -> list[int]:
+    """Every living process below ``pid`` (children of each of its threads, recursively)."""
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            children = (task / "children").read_text(encoding="ascii").split()
+        except OSError:
+            continue
+        for child in map(int, children):
+            out += [child, *descendants(child)]
+    return out
+
+
+def tree_hwm_kib(pid: int) -> dict[str, int]:
+    """Peak RSS (``VmHWM``, KiB) of ``pid`` and, summed, of its living descendants (the PCM
+    helper of a daemon): an upper bound of the tree's peak, as each peaked on its own."""
+    helpers = 0
+    for child in descendants(pid):
+        try:
+            helpers += status_kib("VmHWM", child)
+        except (OSError, RuntimeError):  # gone meanwhile, or a zombie
+            continue
+    return {"main": status_kib("VmHWM", pid), "helpers": helpers}
