@@ -126,6 +126,9 @@ class SpeakCommand(_Command):
     expires_at: float | None = Field(
         default=None, gt=0.0, description="Drop the request if not started by this Unix time (s).",
     )
+    at: float | None = Field(default=None, gt=0.0, description="Unix time (ms) the first "
+                             "sample must reach the speaker: a synchronized group speak "
+                             "(fleet.md#synchronized-group-speech); at most an hour ahead.")
 
     @field_validator("text")
     @classmethod
