@@ -11,6 +11,7 @@ docs/internals.md#sub-commands-and-exit-statuses.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -174,7 +175,6 @@ def checked_speaker(speaker: int | None, voice: str, num_speakers: int) -> None:
 
 def read_text(text: str | None) -> str:
     """``text``, or standard input (at most MAX_STDIN_BYTES) when it is None or ``-``."""
-    import sys
 
     if text is not None and text != "-":
         return text
@@ -190,11 +190,13 @@ def add_ssml_argument(parser: argparse.ArgumentParser) -> None:
                         help="the text is SSML (default: when it starts with <speak)")
 
 
-def text_document(text: str, ssml: bool, settings: Settings) -> Document | None:
+def text_document(text: str, ssml: bool, settings: Settings, command: str) -> Document | None:
     """The SSML document of ``text`` (``--ssml``, or it starts with ``<speak``), or None for
     plain text; invalid or unsupported markup (an ``<audio src>`` of no chime in
     ``chimes.dir`` too) is a :class:`UsageError` with the reason, as the daemon's ``rejected``
-    (the admission's SSML stage, :func:`agent.pipeline.admit.document_of`)."""
+    (the admission's SSML stage, :func:`agent.pipeline.admit.document_of`). What the markup
+    asks and is ignored is printed on stderr, a ``warning:`` line each (``command`` names the
+    command), as the daemon's ``started`` event carries it in ``warnings``."""
     from agent.audio.chimes import Chimes
     from agent.pipeline.admit import Refusal, document_of
 
@@ -202,6 +204,8 @@ def text_document(text: str, ssml: bool, settings: Settings) -> Document | None:
                            Chimes(settings.chimes.dir).names())
     if isinstance(document, Refusal):
         raise UsageError(document.reason)
+    for warning in () if document is None else document.warnings:
+        print(f"tts-agent {command}: warning: SSML: {warning}", file=sys.stderr)
     return document
 
 

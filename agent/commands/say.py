@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
 
     settings = settings_from_args(args, quiet="error")
     text = checked_text(args.text, settings)
-    document = text_document(text, args.ssml, settings)
+    document = text_document(text, args.ssml, settings, "say")
     checked_speech(text, document, args.voice, settings)
     chimes, chime = checked_chime(args.chime, settings)
     volume = bounded(args.volume, "--volume", 0.0, 1.0)

@@ -14,6 +14,7 @@ import argparse
 import json
 import math
 import secrets
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -194,9 +195,11 @@ def _check_ssml(command: SpeakCommand) -> None:
     ssml = command.ssml if command.ssml is not None else looks_like_ssml(command.text)
     if ssml:
         try:
-            parse_ssml(command.text, max_chars=len(command.text))
+            document = parse_ssml(command.text, max_chars=len(command.text))
         except SsmlError as exc:
             raise CommandError(f"invalid speak command: {exc}", status=USAGE) from exc
+        for warning in document.warnings:  # the agent speaks it and names these in `started`
+            print(f"tts-agent send: warning: SSML: {warning}", file=sys.stderr)
 
 
 def _seconds(value: float, option: str, high: float) -> float:

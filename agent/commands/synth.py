@@ -86,7 +86,7 @@ def run_synth(args: argparse.Namespace) -> int:
 
     settings = settings_from_args(args)
     text = checked_text(args.text, settings)
-    document = text_document(text, args.ssml, settings)
+    document = text_document(text, args.ssml, settings, "synth")
     checked_speech(text, document, args.voice, settings)
     chimes, chime = checked_chime(args.chime, settings)
     params = synthesis_params(args)
@@ -211,7 +211,7 @@ def run_phonemize(args: argparse.Namespace) -> int:
     options = voice_options(settings, lexicon=LexiconHolder.for_settings(settings))
     frontend = build_frontend(config, options, cache_size=0)  # the voice's text stages
     text = read_text(args.text)
-    document = text_document(text, args.ssml, settings)
+    document = text_document(text, args.ssml, settings, "phonemize")
     checked_speech(text, document, args.voice, settings)
     try:
         rows = _phoneme_rows(frontend, text if document is None else document)

@@ -328,6 +328,8 @@ class CommandEvent(EventBase):
         "`playing` (its first audio frame was written).")
     voice: str | None = None
     version: str | None = Field(default=None, description="Voice version used.")
+    warnings: list[str] | None = Field(default=None, description="From `started` on: what the "
+                                       "SSML asked that was ignored (`ignored <prosody pitch>`).")
     priority: Priority | None = None
     pending: int | None = Field(default=None, description="Requests ahead when accepted.")
     audio_s: float | None = Field(default=None, description="Seconds of audio played.")

@@ -187,7 +187,11 @@ class SynthesisWorker:
                 self.reporter.finish(job.request_id, Outcome.FAILED, reason=str(exc))
                 return
             voice, chunks = rendered.voice, rendered.chunks
-            self.reporter.note(job.request_id, voice=voice.name, version=voice.version)
+            warnings = () if request.document is None else request.document.warnings
+            if warnings:  # SSML for other engines: what is not done, named (docs/text.md)
+                log.warning("ssml_ignored", ignored=list(warnings))
+            self.reporter.note(job.request_id, voice=voice.name, version=voice.version,
+                               **({"warnings": list(warnings)} if warnings else {}))
             item = PlayItem(
                 job.request_id, priority=job.priority,
                 volume=1.0 if request.volume is None else request.volume,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 __all__ = ["MAX_PAUSE_S", "Document", "Part", "Pause", "Phonemes", "Piece", "Sound", "Speech",
@@ -91,6 +91,10 @@ class Document:
     """The parts of one utterance, in order."""
 
     parts: tuple[Part, ...]
+    warnings: tuple[str, ...] = field(default=(), repr=False)
+    """What the markup asked that is not done (``ignored <prosody pitch>``); the parts are
+    what is said. Left out of ``repr``, which keys the phrase cache: the same parts, the same
+    audio."""
 
     def __iter__(self) -> Iterator[Part]:
         return iter(self.parts)
@@ -101,7 +105,7 @@ class Document:
 
     def with_sound_first(self, name: str) -> Document:
         """This document after the earcon ``name`` (a request's chime)."""
-        return Document((Sound(name), *self.parts))
+        return Document((Sound(name), *self.parts), self.warnings)
 
 
 def plain(text: str) -> Document:

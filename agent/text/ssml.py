@@ -3,12 +3,12 @@
 :func:`parse_ssml` turns an SSML string into a :class:`~agent.text.document.Document`, or raises
 :class:`SsmlError` with one line naming what is wrong: the XML parser's error (with its line and
 column), the element or attribute that is not supported, or the value that is out of range.
-Markup is never read aloud.
+What SSML for other engines asks and a voice cannot do is ignored and named in the document's
+``warnings`` (:mod:`agent.text.ssml_subset`). Markup is never read aloud.
 
 SSML arrives from the network: :mod:`agent.text.ssml_tree` reads it with defusedxml (no DTD,
 so no entity expansion) into a bounded tree; :mod:`agent.text.ssml_values` reads the attributes.
-The elements, their attributes and the lengths behind the keywords are described in
-``docs/text.md`` ("SSML").
+The elements and attributes, and the lengths behind the keywords: ``docs/text.md`` ("SSML").
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from agent.text.document import (  # looks_like_ssml: re-exported
 )
 from agent.text.normalize import Normalizer
 from agent.text.normalize.say_as import INTERPRETATIONS, say_as
+from agent.text.ssml_subset import TRANSPARENT, check, foreign, quoted, required
 from agent.text.ssml_tree import (
     MAX_ATTRIBUTE_CHARS,
     MAX_DEPTH,
@@ -51,8 +52,8 @@ from agent.text.ssml_values import (
 )
 
 __all__ = ["MAX_ATTRIBUTE_CHARS", "MAX_DEPTH", "MAX_ELEMENTS", "MAX_TOTAL_PAUSE_S",
-           "PARAGRAPH_PAUSE_S", "RATES", "SAY_AS", "STRENGTHS", "VOLUMES", "SsmlError",
-           "looks_like_ssml", "parse_ssml"]
+           "MAX_WARNINGS", "PARAGRAPH_PAUSE_S", "RATES", "SAY_AS", "STRENGTHS", "VOLUMES",
+           "SsmlError", "looks_like_ssml", "parse_ssml"]
 
 MAX_TOTAL_PAUSE_S: Final = 60.0
 """Most silence one document may ask for, all its breaks and paragraph pauses together."""
@@ -60,17 +61,9 @@ PARAGRAPH_PAUSE_S: Final = 0.75
 """The silence between two paragraphs (``<p>``)."""
 SAY_AS: Final = INTERPRETATIONS
 """The ``<say-as interpret-as>`` values (:mod:`agent.text.normalize.say_as` reads them)."""
+MAX_WARNINGS: Final = 16
+"""Most warnings one document keeps (each different); more are counted in the last."""
 
-_ATTRIBUTES: Final[dict[str, frozenset[str]]] = {
-    "speak": frozenset({"version", "xml:lang", "xsi:schemaLocation"}),
-    "p": frozenset({"xml:lang"}), "s": frozenset({"xml:lang"}),
-    "break": frozenset({"time", "strength"}), "say-as": frozenset({"interpret-as", "format"}),
-    "sub": frozenset({"alias"}), "prosody": frozenset({"rate", "volume"}),
-    "phoneme": frozenset({"alphabet", "ph"}), "voice": frozenset({"name"}),
-    "audio": frozenset({"src"}),
-}
-_TEXT_ONLY: Final = frozenset({"say-as", "sub", "phoneme"})
-_EMPTY: Final = frozenset({"break"})
 _NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _SOUND: Final = re.compile(r"([A-Za-z0-9][A-Za-z0-9_-]{0,63})(?:\.wav)?")
 _SENTENCE_END: Final = (".", "!", "?", "…")
@@ -119,10 +112,24 @@ class _Walker:
         self.pending = 0.0
         """A paragraph pause due before the next thing said."""
         self.silence = 0.0
+        self.warnings: list[str] = []
+        """What was ignored, each once, in document order."""
+        self.dropped = 0
 
     def finish(self) -> Document:
         self._flush()
-        return Document(tuple(self.parts))
+        warnings = self.warnings
+        if self.dropped:
+            warnings = [*warnings, f"and {self.dropped} more ignored"]
+        return Document(tuple(self.parts), warnings=tuple(warnings))
+
+    def warn(self, warning: str) -> None:
+        if warning in self.warnings:
+            return
+        if len(self.warnings) < MAX_WARNINGS - 1:
+            self.warnings.append(warning)
+        else:
+            self.dropped += 1
 
     # -- what the elements add -------------------------------------------------------------
 
@@ -208,10 +215,15 @@ class _Walker:
     # -- the elements ----------------------------------------------------------------------
 
     def element(self, node: Node, style: _Style, *, root: bool = False) -> None:
-        _check(node, root=root)
+        for warning in check(node, root=root):
+            self.warn(warning)
         handler = _HANDLERS.get(node.tag)
         if handler is not None:
             handler(self, node, style)
+        elif node.tag in TRANSPARENT or foreign(node.tag):
+            _transparent(self, node, style)
+        elif node.tag != "speak":  # skipped: a mark, a description, metadata
+            self.warn(f"ignored <{node.tag}>")
         else:
             self.content(node, style)
 
@@ -221,33 +233,6 @@ class _Walker:
                 self.text(child, style)
             else:
                 self.element(child, style)
-
-
-def _check(node: Node, *, root: bool) -> None:
-    """Refuse an element or attribute outside the subset, and misplaced content."""
-    allowed = _ATTRIBUTES.get(node.tag)
-    if allowed is None or (node.tag == "speak" and not root):
-        supported = ", ".join(_ATTRIBUTES)
-        where = "inside <speak>" if node.tag == "speak" else "is not supported"
-        raise SsmlError(f"SSML element <{node.tag}> {where} ({node.where}); "
-                        f"supported: {supported}")
-    for name in node.attrs:
-        if name not in allowed:
-            raise SsmlError(f"attribute {name} of <{node.tag}> is not supported ({node.where});"
-                            f" supported: {', '.join(sorted(allowed)) or 'none'}")
-    if node.tag in _EMPTY and (node.text().strip()
-                               or any(isinstance(c, Node) for c in node.content)):
-        raise SsmlError(f"<{node.tag}> must be empty ({node.where})")
-    for child in node.content:
-        if node.tag in _TEXT_ONLY and isinstance(child, Node):
-            raise SsmlError(f"<{node.tag}> holds text only, not <{child.tag}> ({child.where})")
-
-
-def _required(node: Node, name: str) -> str:
-    value = node.attrs.get(name, "").strip()
-    if not value:
-        raise SsmlError(f"<{node.tag}> needs a non-empty {name} attribute ({node.where})")
-    return value
 
 
 def _block(walker: _Walker, node: Node, style: _Style) -> None:
@@ -273,11 +258,23 @@ def _break(walker: _Walker, node: Node, style: _Style) -> None:
     walker.pause(STRENGTHS[strength])
 
 
+def _transparent(walker: _Walker, node: Node, style: _Style) -> None:
+    """An element whose content is spoken as if it were not there."""
+    if node.tag == "emphasis" and node.attrs.get("level", "").strip() == "none":
+        walker.content(node, style)  # no emphasis asked: nothing ignored
+        return
+    how = {"emphasis": ": spoken without emphasis",
+           "lang": ": spoken by the current voice"}.get(node.tag, "")
+    walker.warn(f"ignored <{node.tag}>{how}")
+    walker.content(node, style)
+
+
 def _say_as(walker: _Walker, node: Node, style: _Style) -> None:
-    kind = _required(node, "interpret-as")
+    kind = required(node, "interpret-as")
     if kind not in SAY_AS:
-        raise SsmlError(f"<say-as interpret-as={kind!r}> is not supported ({node.where}); "
-                        f"supported: {', '.join(SAY_AS)}")
+        walker.warn(f"ignored <say-as interpret-as={quoted(kind)}>: its text read as usual")
+        walker.text(node.text(), style)
+        return
     try:
         words = say_as(kind, node.text().strip(), format=node.attrs.get("format"))
     except ValueError as exc:
@@ -287,41 +284,47 @@ def _say_as(walker: _Walker, node: Node, style: _Style) -> None:
 
 
 def _sub(walker: _Walker, node: Node, style: _Style) -> None:
-    walker.text(_required(node, "alias"), style)
+    walker.text(required(node, "alias"), style)
 
 
 def _phoneme(walker: _Walker, node: Node, style: _Style) -> None:
     alphabet = node.attrs.get("alphabet", "ipa").strip()
     if alphabet != "ipa":
-        raise SsmlError(f"<phoneme alphabet={alphabet!r}> is not supported ({node.where}); "
-                        "only ipa")
-    ipa = _required(node, "ph")
+        walker.warn(f"ignored <phoneme alphabet={quoted(alphabet)}>: its text spoken")
+        walker.text(node.text(), style)
+        return
+    ipa = required(node, "ph")
     walker.piece(Phonemes(ipa, text=" ".join(node.text().split())), style)
 
 
 def _voice(walker: _Walker, node: Node, style: _Style) -> None:
-    name = _required(node, "name")
+    if "name" not in node.attrs and node.attrs:
+        walker.content(node, style)  # chosen by gender, age...: ignored (warned), same voice
+        return
+    name = required(node, "name")
     if _NAME.fullmatch(name) is None:
         raise SsmlError(f"<voice name={name!r}> is not a voice name ({node.where})")
     walker.content(node, replace(style, voice=name))
 
 
 def _audio(walker: _Walker, node: Node, style: _Style) -> None:
-    src = _required(node, "src")
+    src = required(node, "src")
     match = _SOUND.fullmatch(src)
-    if match is None:
-        raise SsmlError(f"<audio src={src!r}> must name a chime of the chimes directory "
-                        f"(a plain name such as 'ding'), not a path or URL ({node.where})")
-    name = match[1]
     fallback = _Walker(walker.sounds)
     fallback.content(node, style)  # checked even when the chime plays
-    if walker.sounds is None or name in walker.sounds:
-        walker.sound(name)
-    elif fallback.finish().parts:
+    spoken = bool(fallback.finish().parts)
+    instead = "its fallback spoken" if spoken else "nothing in its place"
+    if match is None:  # a URL or a path: never fetched
+        walker.warn(f"ignored <audio src={quoted(src)}>: not a chime name, {instead}")
+        walker.content(node, style)
+    elif walker.sounds is None or match[1] in walker.sounds:
+        walker.sound(match[1])
+    elif spoken:
+        walker.warn(f"ignored <audio src={quoted(src)}>: no such chime, {instead}")
         walker.content(node, style)
     else:
         known = ", ".join(sorted(walker.sounds)[:20]) or "none"
-        raise SsmlError(f"unknown chime {name!r} in <audio src> ({node.where}); "
+        raise SsmlError(f"unknown chime {match[1]!r} in <audio src> ({node.where}); "
                         f"chimes: {known}")
 
 

@@ -4,11 +4,14 @@ SSML arrives from the network, so it is parsed with defusedxml: a document type 
 (and with it every entity declaration, the "billion laughs" and external entities) is refused
 before anything is expanded, and the tree is bounded while it is built (:data:`MAX_DEPTH`,
 :data:`MAX_ELEMENTS`, :data:`MAX_ATTRIBUTE_CHARS`), on top of the request's own text limit.
-Comments and processing instructions are dropped; CDATA is text.
+Comments and processing instructions are dropped; CDATA is text. An element or attribute of
+another namespace is named ``prefix:local`` (a vendor's, such as ``amazon:effect``: a prefix
+used without a declaration, as Amazon's SSML does, is declared for it).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Final
 from xml.etree.ElementTree import ParseError
@@ -56,12 +59,34 @@ class Node:
         return "".join(c for c in self.content if isinstance(c, str))
 
 
+_UNDECLARED: Final = "urn:x-tts-agent:undeclared:"
+"""The namespace given to a prefix used without a declaration."""
+_PREFIXED: Final = re.compile(r"(?:</?|\s)([A-Za-z_][A-Za-z0-9_.-]*):[A-Za-z_][A-Za-z0-9_.-]*")
+_DECLARED: Final = re.compile(r"xmlns:([A-Za-z_][A-Za-z0-9_.-]*)\s*=")
+_SPEAK_TAG: Final = re.compile(r"<speak(?=[\s/>])")
+
+
+@dataclass(frozen=True, slots=True)
+class _Shift:
+    """Characters added at ``line``, ``column`` (declarations): positions after it move back."""
+
+    line: int = 0
+    column: int = 0
+    added: int = 0
+
+    def where(self, line: int, column: int) -> str:
+        if line == self.line and column > self.column:
+            column -= self.added
+        return f"line {line}, column {column}"
+
+
 class Builder:
     """The XML parser's target: builds :class:`Node` trees within the bounds."""
 
-    def __init__(self) -> None:
+    def __init__(self, shift: _Shift | None = None) -> None:
         self.parser: DefusedXMLParser | None = None
         """Set once the parser exists: where the tag being read starts."""
+        self.shift = shift or _Shift()
         self._stack: list[Node] = []
         self._count = 0
         self.root: Node | None = None
@@ -69,7 +94,7 @@ class Builder:
     def start(self, tag: str, attrs: dict[str, str]) -> None:
         expat = None if self.parser is None else self.parser.parser
         where = ("" if expat is None else
-                 f"line {expat.CurrentLineNumber}, column {expat.CurrentColumnNumber}")
+                 self.shift.where(expat.CurrentLineNumber, expat.CurrentColumnNumber))
         self._count += 1
         if self._count > MAX_ELEMENTS:
             raise SsmlError(f"SSML has more than {MAX_ELEMENTS} elements ({where})")
@@ -106,27 +131,60 @@ class Builder:
 
 
 def _qualified(name: str, where: str, kind: str) -> str:
-    """``speak`` for ``{ssml-namespace}speak``, ``xml:lang`` for the XML namespace's ``lang``."""
+    """``speak`` for ``{ssml-namespace}speak``, ``xml:lang`` for the XML namespace's ``lang``,
+    ``prefix:local`` (the parser reports ``{uri}local}prefix``) for another namespace's."""
     if not name.startswith("{"):
         return name
-    namespace, _, local = name[1:].partition("}")
+    namespace, _, rest = name[1:].partition("}")
+    local, _, prefix = rest.partition("}")
     if namespace == SSML_NAMESPACE and kind == "element":
         return local
     if namespace in _NAMESPACES and kind == "attribute":
         return f"{_NAMESPACES[namespace]}:{local}"
-    raise SsmlError(f"unsupported {kind} {local!r} in namespace {namespace!r} ({where})")
+    if namespace == SSML_NAMESPACE or not prefix:  # an SSML attribute, a default namespace
+        raise SsmlError(f"unsupported {kind} {local!r} in namespace {namespace!r} ({where})")
+    return f"{prefix}:{local}"
 
 
 def parse_tree(text: str) -> Node:
-    builder = Builder()
+    """The tree of ``text``; a prefix used without a declaration is declared (once)."""
+    try:
+        return _parse(text, _Shift())
+    except _Unbound:
+        pass
+    declared = set(_DECLARED.findall(text))
+    prefixes = sorted({p for p in _PREFIXED.findall(text)
+                       if not p.lower().startswith("xml") and p not in declared})
+    speak = _SPEAK_TAG.search(text)
+    if speak is None or not prefixes:
+        return _parse(text, _Shift(), unbound=True)
+    declarations = "".join(f' xmlns:{p}="{_UNDECLARED}{p}"' for p in prefixes)
+    before = text[:speak.end()]
+    line = before.count("\n") + 1
+    column = len(before) - (before.rfind("\n") + 1)
+    return _parse(before + declarations + text[speak.end():],
+                  _Shift(line, column, len(declarations)), unbound=True)
+
+
+class _Unbound(Exception):
+    """The XML uses a namespace prefix it does not declare."""
+
+
+def _parse(text: str, shift: _Shift, *, unbound: bool = False) -> Node:
+    builder = Builder(shift)
     parser = DefusedXMLParser(target=builder, forbid_dtd=True, forbid_entities=True,
                               forbid_external=True)
+    parser.parser.namespace_prefixes = True  # foreign names keep their prefix
     builder.parser = parser
     try:
         parser.feed(text)
         parser.close()
     except ParseError as exc:
-        raise SsmlError(f"malformed SSML: {exc}") from None
+        if not unbound and str(exc).startswith("unbound prefix"):
+            raise _Unbound from None
+        line, column = exc.position
+        message = str(exc).split(":")[0]
+        raise SsmlError(f"malformed SSML: {message}: {shift.where(line, column)}") from None
     except DTDForbidden as exc:
         raise SsmlError(f"SSML must not have a document type declaration (<!DOCTYPE "
                         f"{exc.name}>): DTDs and entity declarations are refused") from None

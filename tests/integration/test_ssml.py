@@ -1,7 +1,8 @@
 """SSML end to end: the real agent over a real Mosquitto playing into an ALSA file PCM (tiny
 voice), and ``tts-agent synth --ssml`` with the real voice. A break is that much silence in what
-is played, sub and say-as are said as their words, and markup that is invalid, unsupported or
-hostile ends ``rejected`` with its reason while nothing is played."""
+is played, sub and say-as are said as their words, SSML written for other engines is spoken with
+what it asked and was ignored in ``started``'s ``warnings``, and markup that is invalid, unknown
+or hostile ends ``rejected`` with its reason while nothing is played."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from tests.support.cli import agent_cli
 from tests.support.controller import (
     agent_fixture,
     controller_fixture,
+    events_for,
     final_for,
     kinds_for,
     online_controller,
@@ -107,10 +109,10 @@ def test_say_as_characters_spells(agent: AgentService, controller: Recorder) -> 
     (BILLION_LAUGHS, {}, "SSML must not have a document type declaration (<!DOCTYPE lolz>)"),
     ('<!DOCTYPE speak [<!ENTITY x SYSTEM "file:///etc/passwd">]><speak>&x;</speak>', {},
      "SSML must not have a document type declaration"),
-    ("<speak>Now <emphasis>hurry</emphasis></speak>", {},
-     "SSML element <emphasis> is not supported (line 1, column 11)"),
-    ('<speak><prosody pitch="high">Hi</prosody></speak>', {},
-     "attribute pitch of <prosody> is not supported"),
+    ("<speak>Now <blink>hurry</blink></speak>", {},
+     "SSML element <blink> is not supported (line 1, column 11)"),
+    ('<speak><prosody pitchh="high">Hi</prosody></speak>', {},
+     "attribute pitchh of <prosody> is not supported"),
     ('<speak><voice name="nobody">Hi</voice></speak>', {},
      "unknown voice 'nobody' in <voice name> (installed: tiny-test)"),
     ("Hello <break/> there", {"ssml": True}, "malformed SSML"),
@@ -124,6 +126,46 @@ def test_bad_ssml_is_rejected_with_its_reason_and_nothing_is_played(
     assert kinds_for(controller, "bad-1") == ["rejected"]
     assert not np.any(read_samples(sink(agent)))  # the sink stays silent
     assert speak(controller, "after", "Still here.")["event"] == "finished"
+
+
+OTHER_ENGINES = (
+    '<speak version="1.0" xmlns="http://www.w3.org/2001/10/synthesis" '
+    'xmlns:mstts="https://www.w3.org/2001/mstts" xml:lang="en-US">'
+    '<mstts:express-as style="cheerful"><prosody pitch="+10%" contour="(0%,+20Hz)">'
+    'Gate <emphasis level="strong">two</emphasis> is now open.</prosody></mstts:express-as>'
+    '<mark name="end"/></speak>')
+"""SSML for Azure: every element and attribute but the words is one the agent cannot render."""
+
+
+def test_ssml_for_other_engines_is_spoken_with_its_warnings_in_started(
+        agent: AgentService, controller: Recorder) -> None:
+    assert agent.phrase_cache is not None
+    assert speak(controller, "oth-0", "Gate two is now open.")["event"] == "finished"
+    hits = agent.phrase_cache.hits
+    final = speak(controller, "oth-1", OTHER_ENGINES)
+    assert final["event"] == "finished", final
+    assert kinds_for(controller, "oth-1") == ["accepted", "started", "finished"]
+    events = {e["event"]: e for e in events_for(controller, "oth-1")}
+    assert events["started"]["warnings"] == [
+        "ignored <mstts:express-as>", "ignored <prosody pitch>", "ignored <prosody contour>",
+        "ignored <emphasis>: spoken without emphasis", "ignored <mark>"]
+    assert "warnings" not in events["accepted"]
+    assert agent.phrase_cache.hits == hits + 1  # the very utterance of its words
+    assert np.any(read_samples(sink(agent)))
+
+
+def test_amazon_ssml_and_audio_of_a_url_are_spoken_never_fetched(
+        agent: AgentService, controller: Recorder) -> None:
+    final = speak(controller, "amz-1", '<speak><audio src="https://example.invalid/ding.mp3">'
+                  'Ding.</audio> <amazon:effect name="whispered">Doors closing.</amazon:effect>'
+                  "</speak>")
+    assert final["event"] == "finished", final
+    (started,) = (e for e in events_for(controller, "amz-1") if e["event"] == "started")
+    assert started["warnings"] == [
+        "ignored <audio src='https://example.invalid/ding.mp3'>: not a chime name, its fallback "
+        "spoken", "ignored <amazon:effect>"]
+    plain = speak(controller, "amz-0", "Doors closing.")
+    assert "warnings" not in plain and plain["event"] == "finished"
 
 
 def test_audio_plays_the_chime_as_part_of_the_utterance_or_its_fallback(
@@ -297,6 +339,21 @@ def test_phonemize_shows_what_ssml_becomes(tiny_voice_dir: Path, tmp_path: Path)
                            "(line 1, column 7); chimes: alert, ding\n")
 
 
+def test_synth_prints_what_ssml_for_other_engines_asked_and_was_ignored(
+        tiny_voice_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "x.wav"
+    done = tts_agent("synth", "--text", OTHER_ENGINES, "--out", str(out),
+                     env=_env(tiny_voice_dir))
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == [
+        "tts-agent synth: warning: SSML: ignored <mstts:express-as>",
+        "tts-agent synth: warning: SSML: ignored <prosody pitch>",
+        "tts-agent synth: warning: SSML: ignored <prosody contour>",
+        "tts-agent synth: warning: SSML: ignored <emphasis>: spoken without emphasis",
+        "tts-agent synth: warning: SSML: ignored <mark>"]
+    assert json.loads(done.stdout)["seconds"] > 0 and out.stat().st_size > 44
+
+
 @pytest.mark.parametrize(("command", "status"), [("synth", 2), ("say", 2)])
 def test_say_and_synth_refuse_bad_ssml_with_one_line(tiny_voice_dir: Path, tmp_path: Path,
                                                      command: str, status: int) -> None:
@@ -317,6 +374,9 @@ def test_send_checks_ssml_before_it_connects(tmp_path: Path) -> None:
                      timeout=60)
     assert done.returncode == 2, done.stderr
     assert "invalid speak command: malformed SSML" in done.stderr
+    done = agent_cli("send", "-p", "1", "--device", "t1", "speak", "--ssml",
+                     '<speak><prosody pitch="+1%">Hi</prosody></speak>', timeout=60)
+    assert done.stderr.splitlines()[0] == "tts-agent send: warning: SSML: ignored <prosody pitch>"
 
 
 def _env(voice_dir: Path) -> dict[str, str]:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
 from agent.audio.item import PlayItem
 from agent.audio.queue import PlayQueue
@@ -320,6 +321,35 @@ def test_urgent_job_overtakes_a_long_one_mid_synthesis(tiny_voice_dir: Path,
     assert not closed_long, "the long job finished first: no preemption happened"
     assert [i.request_id for i in player.items] == ["long", "urgent"]
     assert urgent_item.priority > long_item.priority
+
+
+def test_what_ssml_asked_and_was_ignored_is_in_started_and_logged(
+        tiny_voice_dir: Path, tracker: RequestTracker, sent: Sent) -> None:
+    settings = Settings(device_id="d1", models={"dir": tiny_voice_dir.parent,
+                                                "default_voice": "tiny-test", "watch": False})
+    jobs, player = JobQueue(8), HoldingPlayer()
+    worker = SynthesisWorker(jobs, VoiceLibrary(settings), player, tracker, item_buffer_s=1.0)
+    tracker.open("ssml", "speak")
+    tracker.open("plain", "speak")
+    with capture_logs() as logs:
+        worker.start()
+        try:
+            jobs.put(job("ssml", text='<speak><prosody pitch="+10%">Gate two.</prosody>'
+                                      '<mark name="m"/></speak>'))
+            jobs.put(job("plain", text="Gate two."))
+            with player.submitted:
+                assert player.submitted.wait_for(lambda: len(player.items) == 2, 30)
+        finally:
+            worker.stop(5)
+    for request_id in ("ssml", "plain"):
+        assert tracker.progress(request_id, "started")
+    started = {e["id"]: e for e in sent.events() if e["event"] == "started"}
+    assert started["ssml"]["warnings"] == ["ignored <prosody pitch>", "ignored <mark>"]
+    assert "warnings" not in started["plain"]
+    assert started["ssml"]["voice"] == "tiny-test"
+    logged = [e for e in logs if e["event"] == "ssml_ignored"]
+    assert [(e["log_level"], e["ignored"]) for e in logged] == [
+        ("warning", ["ignored <prosody pitch>", "ignored <mark>"])]
 
 
 class BehindPlayer:

@@ -1,5 +1,6 @@
-"""The SSML subset (agent.text.ssml): every element and attribute, and every way markup is
-refused (malformed XML, unsupported elements and attributes, DTDs and entities, bounds)."""
+"""The SSML subset (agent.text.ssml): every element and attribute, what SSML for other engines
+asks that is ignored with a warning, and every way markup is refused (malformed XML, unknown
+elements and attributes, DTDs and entities, bounds)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from agent.text.ssml import (
     MAX_DEPTH,
     MAX_ELEMENTS,
     MAX_TOTAL_PAUSE_S,
+    MAX_WARNINGS,
     PARAGRAPH_PAUSE_S,
     RATES,
     SAY_AS,
@@ -120,8 +122,6 @@ def test_say_as_of_text_that_is_not_what_it_says_is_refused() -> None:
     assert reason == "say-as cardinal: 'many' is not a number (<say-as> at line 1, column 7)"
     assert "is not a month" in refused(
         '<speak><say-as interpret-as="date" format="dmy">1/13/2026</say-as></speak>')
-    assert "interpret-as='emoji'" in refused(
-        '<speak><say-as interpret-as="emoji">x</say-as></speak>')
     assert "needs a non-empty interpret-as" in refused("<speak><say-as>1</say-as></speak>")
     assert set(SAY_AS) >= {"characters", "telephone", "currency"}
 
@@ -179,10 +179,10 @@ def test_audio_plays_a_chime_and_its_content_is_the_fallback() -> None:
         "unknown chime 'gong' in <audio src> (line 1, column 7); chimes: alert, ding")
 
 
-@pytest.mark.parametrize("src", ["../../etc/passwd", "/tmp/x.wav", "http://example.com/a.mp3",
-                                 "a b", ".hidden"])
-def test_audio_src_must_be_a_chime_name(src: str) -> None:
-    assert "must name a chime" in refused(f'<speak><audio src="{src}"/>x</speak>')
+def test_an_unknown_chime_with_a_fallback_is_named_in_the_warnings() -> None:
+    document = parse('<audio src="gong">the gong</audio> now', sounds={"ding"})
+    assert document.warnings == ("ignored <audio src='gong'>: no such chime, its fallback spoken",)
+    assert parse('<audio src="ding">ding dong</audio>x', sounds={"ding"}).warnings == ()
 
 
 def test_ssml_namespace_version_and_language_are_accepted() -> None:
@@ -219,6 +219,138 @@ def test_looks_like_ssml() -> None:
     assert not looks_like_ssml("plain text")
 
 
+# -- SSML written for other engines: ignored with a warning, its text spoken ---------------------
+
+
+def test_prosody_pitch_is_spoken_with_a_warning_not_refused() -> None:
+    document = parse_ssml('<speak><prosody pitch="+10%">Gate B12 is now open.</prosody></speak>',
+                          max_chars=LIMIT)
+    assert document.parts == (speech("Gate B12 is now open."),)
+    assert document.warnings == ("ignored <prosody pitch>",)
+
+
+@pytest.mark.parametrize(("markup", "part", "warning"), [
+    ('<prosody contour="(0%,+20Hz) (50%,+30Hz)">x</prosody>', speech("x"),
+     "ignored <prosody contour>"),
+    ('<prosody range="x-high" rate="slow">x</prosody>', speech("x", rate=0.75),
+     "ignored <prosody range>"),
+    ('<prosody duration="2s" volume="soft">x</prosody>', speech("x", volume=0.5),
+     "ignored <prosody duration>"),
+    ('<voice gender="female" age="30">x</voice>', speech("x"), "ignored <voice gender>"),
+    ('<voice name="b" variant="2">x</voice>', speech("x", voice="b"), "ignored <voice variant>"),
+    ('<say-as interpret-as="cardinal" detail="2">12</say-as>', speech(" twelve "),
+     "ignored <say-as detail>"),
+    ('<audio src="ding" clipBegin="1s">x</audio>', Sound("ding"), "ignored <audio clipBegin>"),
+    ('<s onlangfailure="ignoretext">x</s>', speech("x. "), "ignored <s onlangfailure>"),
+    ('<prosody amazon:max-duration="2s">x</prosody>', speech("x"),
+     "ignored <prosody amazon:max-duration>"),
+])
+def test_attributes_it_cannot_honour_are_ignored_and_named(markup: str, part: Speech | Sound,
+                                                         warning: str) -> None:
+    document = parse(markup)
+    assert document.parts == (part,)
+    assert document.warnings[0] == warning
+
+
+@pytest.mark.parametrize(("element", "warning"), [
+    ('emphasis level="strong"', "ignored <emphasis>: spoken without emphasis"),
+    ("emphasis", "ignored <emphasis>: spoken without emphasis"),
+    ('lang xml:lang="fr-FR"', "ignored <lang>: spoken by the current voice"),
+    ('token role="x"', "ignored <token>"), ("w", "ignored <w>"),
+    ('lookup ref="dict"', "ignored <lookup>"),
+])
+def test_elements_it_cannot_render_are_spoken_in_their_sentence(element: str,
+                                                                warning: str) -> None:
+    tag = element.split(maxsplit=1)[0]
+    document = parse(f"Please <{element}>do not</{tag}> leave bags.")
+    assert document.parts == (speech("Please do not leave bags."),)
+    assert document.warnings == (warning,)
+
+
+def test_emphasis_of_level_none_asks_for_nothing_to_ignore() -> None:
+    document = parse('a <emphasis level="none">b</emphasis>')
+    assert document.parts == (speech("a b"),) and document.warnings == ()
+
+
+@pytest.mark.parametrize("markup", [
+    '<mark name="here"/>', "<desc>a bell</desc>", '<meta name="x" content="y"/>',
+    '<metadata><rdf:RDF xmlns:rdf="urn:rdf">z</rdf:RDF></metadata>',
+    '<lexicon uri="http://example.com/lex.pls" xml:id="lex"/>',
+])
+def test_marks_descriptions_and_metadata_are_not_spoken(markup: str) -> None:
+    document = parse(f"Doors {markup}closing")
+    assert document.parts == (speech("Doors closing"),)
+    tag = re.match(r"<([a-z]+)", markup)
+    assert tag is not None and document.warnings == (f"ignored <{tag[1]}>",)
+
+
+def test_unknown_say_as_is_its_text_read_as_usual() -> None:
+    document = parse('Load <say-as interpret-as="unit">10 kg</say-as> max')
+    assert document.parts == (speech("Load 10 kg max"),)
+    assert document.warnings == ("ignored <say-as interpret-as='unit'>: its text read as usual",)
+
+
+def test_phonemes_in_another_alphabet_are_their_text() -> None:
+    document = parse('Gate <phoneme alphabet="x-sampa" ph="bi: twElv">B12</phoneme> now')
+    assert document.parts == (speech("Gate B12 now"),)
+    assert document.warnings == ("ignored <phoneme alphabet='x-sampa'>: its text spoken",)
+
+
+@pytest.mark.parametrize("src", ["https://example.com/a.mp3", "../../etc/passwd", "/tmp/x.wav",
+                                 "a b", ".hidden", "s3://bucket/ding.wav"])
+def test_audio_of_a_url_or_path_is_never_fetched_its_fallback_spoken(src: str) -> None:
+    document = parse(f'<audio src="{src}">Ding.</audio> Doors closing.', sounds={"ding"})
+    assert document.parts == (speech("Ding. Doors closing."),)
+    assert document.warnings == (
+        f"ignored <audio src={src!r}>: not a chime name, its fallback spoken",)
+    bare = parse(f'<audio src="{src}"/>Doors closing.', sounds={"ding"})
+    assert bare.parts == (speech("Doors closing."),)
+    assert bare.warnings == (f"ignored <audio src={src!r}>: not a chime name, nothing in its "
+                             "place",)
+
+
+def test_amazon_elements_without_a_namespace_declaration_are_their_text() -> None:
+    document = parse_ssml('<speak>Quiet <amazon:effect name="whispered">please</amazon:effect>.'
+                          '<amazon:breath duration="long"/> <amazon:domain name="news">Now'
+                          "</amazon:domain></speak>", max_chars=LIMIT)
+    assert document.parts == (speech("Quiet please. Now"),)
+    assert document.warnings == ("ignored <amazon:effect>", "ignored <amazon:breath>",
+                                 "ignored <amazon:domain>")
+
+
+def test_azure_ssml_is_spoken_and_what_it_asks_is_named() -> None:
+    text = ('<speak version="1.0" xmlns="http://www.w3.org/2001/10/synthesis" '
+            'xmlns:mstts="https://www.w3.org/2001/mstts" xml:lang="en-US">'
+            '<voice name="b"><mstts:express-as style="cheerful" styledegree="2">'
+            '<prosody rate="+20%" pitch="+5%">Welcome aboard!</prosody></mstts:express-as>'
+            '<mstts:silence type="Sentenceboundary" value="200ms"/></voice></speak>')
+    document = parse_ssml(text, max_chars=LIMIT)
+    assert document.parts == (speech("Welcome aboard!", voice="b", rate=1.2),)
+    assert document.warnings == ("ignored <mstts:express-as>", "ignored <prosody pitch>",
+                                 "ignored <mstts:silence>")
+
+
+def test_positions_stay_right_after_undeclared_prefixes_are_declared() -> None:
+    assert refused("<speak>Hi <amazon:effect>x</amazon:effect> <b>y</speak>") == (
+        "malformed SSML: mismatched tag: line 1, column 49")  # at </speak>, as written
+    assert refused("<speak>Hi <amazon:effect>x</amazon:effect> <blink/></speak>").startswith(
+        "SSML element <blink> is not supported (line 1, column 43)")
+
+
+def test_warnings_are_each_said_once_and_bounded() -> None:
+    document = parse("".join(f'<mark name="m{i}"/><v:e{i}>x</v:e{i}>' for i in range(40)))
+    assert document.warnings[0] == "ignored <mark>"
+    assert len(document.warnings) == MAX_WARNINGS
+    assert document.warnings[-1] == f"and {40 - (MAX_WARNINGS - 2)} more ignored"
+
+
+def test_warnings_survive_a_chime_first_and_leave_the_cache_key_alone() -> None:
+    document = parse('<prosody pitch="low">x</prosody>')
+    assert document.with_sound_first("ding").warnings == document.warnings
+    assert repr(document) == repr(parse("x"))
+    assert document != parse("x")
+
+
 # -- refusals ----------------------------------------------------------------------------------
 
 
@@ -232,29 +364,28 @@ def test_malformed_xml_is_refused_with_the_parsers_line_and_column() -> None:
     assert refused("<speak>") == "malformed SSML: no element found: line 1, column 7"
 
 
-@pytest.mark.parametrize("element", ["emphasis", "mark", "lang", "audio-x", "lexicon", "b"])
-def test_an_unsupported_element_is_refused_by_name(element: str) -> None:
+@pytest.mark.parametrize("element", ["audio-x", "b", "brake", "emphasiss"])
+def test_an_unknown_element_is_refused_by_name(element: str) -> None:
     reason = refused(f"<speak>Hi <{element}>there</{element}></speak>")
     assert reason.startswith(f"SSML element <{element}> is not supported (line 1, column 10); "
                              "supported: speak, p, s, break, say-as, sub, prosody")
 
 
 @pytest.mark.parametrize(("markup", "reason"), [
-    ('<prosody pitch="high">x</prosody>',
-     "attribute pitch of <prosody> is not supported (line 1, column 7); supported: rate, volume"),
     ('<break time="1s" dur="2s"/>', "attribute dur of <break> is not supported"),
-    ('<voice gender="female">x</voice>', "attribute gender of <voice> is not supported"),
-    ('<say-as interpret-as="date" detail="1">1</say-as>', "attribute detail of <say-as>"),
+    ('<prosody pitchh="high">x</prosody>',
+     "attribute pitchh of <prosody> is not supported (line 1, column 7); supported: rate, volume"),
+    ('<foo xmlns="urn:x">y</foo>', "unsupported element 'foo' in namespace 'urn:x'"),
+    ('<say-as interpret-as="date" detail="1">1</say-as>', "does not have the 3 parts of mdy"),
+    ('<voice>x</voice>', "<voice> needs a non-empty name attribute"),
     ('<s foo="1">x</s>', "attribute foo of <s> is not supported"),
     ('<p><speak>x</speak></p>', "SSML element <speak> inside <speak> (line 1, column 10)"),
-    ('<x:foo xmlns:x="urn:x">y</x:foo>', "unsupported element 'foo' in namespace 'urn:x'"),
     ('<break time="20s"/>', "<break time='20s'> is longer than 10 s"),
     ('<break time="fast"/>', "<break time='fast'> is not a time such as 500ms or 1.5s"),
     ('<break strength="huge"/>', "<break strength='huge'> is not one of none, x-weak"),
     ("<break>x</break>", "<break> must be empty"),
     ('<sub alias="">x</sub>', "<sub> needs a non-empty alias attribute"),
     ('<sub alias="a"><break/></sub>', "<sub> holds text only, not <break>"),
-    ('<phoneme alphabet="x-sampa" ph="h@">x</phoneme>', "alphabet='x-sampa'> is not supported"),
     ("<phoneme>x</phoneme>", "<phoneme> needs a non-empty ph attribute"),
     ('<voice name="../x">y</voice>', "<voice name='../x'> is not a voice name"),
     ('<prosody rate="10%">x</prosody>', "makes the rate 0.1 times the request's, outside"),
