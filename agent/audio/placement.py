@@ -14,7 +14,7 @@ import time
 from enum import Enum
 
 from agent.audio.output import Output
-from agent.audio.sync_start import SyncStart, frames_to_go, placed, start_error_ms
+from agent.audio.sync_start import SyncStart, frames_to_go, placed, prepare_s
 from agent.audio.utterance import Utterance
 
 __all__ = ["Placer", "Step"]
@@ -48,8 +48,8 @@ class Placer:
         """How long before its time a synchronized item is taken up: the device's buffer,
         the output latency beyond ALSA and a margin for opening the device."""
         device = self._output.device
-        buffer_s = device.params.buffer_frames / device.params.rate if device else 0.5
-        return buffer_s + self._latency_ms / 1000 + 0.5
+        buffer_s = device.params.buffer_frames / device.params.rate if device else None
+        return prepare_s(buffer_s, self._latency_ms)
 
     def to_go(self, sync: SyncStart) -> int:
         """:func:`frames_to_go` for the open device, now."""
@@ -90,13 +90,10 @@ class Placer:
         return Step.PLACED
 
     def started(self, u: Utterance, sync: SyncStart) -> dict[str, float]:
-        """The facts of the placed start for the ``started`` event, taken just before its
-        first frame is written."""
-        error = start_error_ms(self.to_go(sync), self._output.params.rate)
-        return {"start_at_ms": round(sync.at_unix * 1000, 3),
-                "late_by_ms": u.late_ms, "skipped_ms": round(u.skipped_frames * 1000
-                                                            / self._output.params.rate, 2),
-                "start_error_ms": error}
+        """The facts of the placed start for the ``started`` event."""
+        rate = self._output.params.rate
+        return {"start_at_ms": round(sync.at_unix * 1000, 3), "late_by_ms": u.late_ms,
+                "skipped_ms": round(u.skipped_frames * 1000 / rate, 2)}
 
     def _fill(self, u: Utterance, to_go: int, period: int) -> int:
         """Frames of silence for the next feed: whole periods (no plugin then holds a partial

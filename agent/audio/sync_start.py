@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["LatePolicy", "Placed", "SyncStart", "frames_to_go", "placed", "start_error_ms"]
+__all__ = ["LatePolicy", "Placed", "SyncStart", "frames_to_go", "lead_ms", "placed", "prepare_s"]
 
 LatePolicy = Literal["join", "skip"]
 
@@ -41,6 +41,27 @@ class SyncStart:
         """Monotonic time at which the player takes the item up: ``prepare_s`` before ``at``,
         so that the stream runs (and the device's buffer is full) when the time comes."""
         return self.at - prepare_s
+
+
+OPEN_MARGIN_S = 0.5
+"""Time allowed to open a closed device before a synchronized start's approach (s)."""
+UNKNOWN_BUFFER_S = 0.5
+"""A device's buffer, for planning while it is closed (s; boards choose 0.05-0.4)."""
+
+
+def prepare_s(buffer_s: float | None, latency_ms: float) -> float:
+    """How long before its time a synchronized item is taken up: the device's buffer (None:
+    closed, not known), the latency after it and :data:`OPEN_MARGIN_S`."""
+    return (UNKNOWN_BUFFER_S if buffer_s is None else buffer_s) + latency_ms / 1000 \
+        + OPEN_MARGIN_S
+
+
+def lead_ms(first_audio_p95_s: float | None, buffer_s: float | None, latency_ms: float) -> int:
+    """The least lead a controller should give this device: its first audio after a request
+    arrives (p95 of recent ones; 1 s before there are any) and :func:`prepare_s`, rounded
+    up to 10 ms. The controller adds the network's share."""
+    first = 1.0 if first_audio_p95_s is None else first_audio_p95_s
+    return int(-(-(first + prepare_s(buffer_s, latency_ms)) * 100 // 1) * 10)
 
 
 def frames_to_go(at: float, now: float, rate: int, queued: int, latency: int) -> int:
@@ -67,9 +88,3 @@ def placed(to_go: int, rate: int) -> Placed:
     if to_go >= 0:
         return Placed(silence=to_go, skip=0, late_ms=0.0)
     return Placed(silence=0, skip=-to_go, late_ms=round(-to_go * 1000 / rate, 2))
-
-
-def start_error_ms(to_go: int, rate: int) -> float:
-    """The start error the device estimates from :func:`frames_to_go` taken just before the
-    first frame is written: positive when the frame will play after ``at``."""
-    return round(-to_go * 1000 / rate, 3)

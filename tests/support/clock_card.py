@@ -42,7 +42,8 @@ def build_plugin(cache: Path) -> Path:
 
 
 class ClockCard:
-    """One clock card writing into ``path`` (raw S16_LE) at ``rate`` with ``channels``."""
+    """One clock card writing into ``path`` (raw S16_LE, ``channels``; each run at the rate it
+    was opened with, which its start line records; ``rate`` is the tests' expectation)."""
 
     def __init__(self, library: Path, path: Path, rate: int, channels: int = 1) -> None:
         self.library = library
@@ -64,8 +65,8 @@ class ClockCard:
 
     def due(self, index: int) -> float:
         """Unix time at which played frame ``index`` was due at the speaker."""
-        at, first = max((r for r in self._runs() if r[1] <= index), key=lambda r: r[1])
-        return at + (index - first) / self.rate
+        at, first, rate = _run_of(index, self._runs())
+        return at + (index - first) / rate
 
     def onsets(self, quiet_s: float = 1.0) -> list[float]:
         """Unix times at which the first loud frame of each run of the stream (from a start
@@ -79,16 +80,23 @@ class ClockCard:
         quiet = int(quiet_s * self.rate)
         found, previous, run = [], None, None
         for index in (int(i) for i in loud):
-            now = max((r for r in runs if r[1] <= index), key=lambda r: r[1])
+            now = _run_of(index, runs)
             if now != run or previous is None or index - previous > quiet:
-                found.append(now[0] + (index - now[1]) / self.rate)
+                found.append(now[0] + (index - now[1]) / now[2])
             previous, run = index, now
         return found
 
-    def _runs(self) -> list[tuple[float, int]]:
+    def _runs(self) -> list[tuple[float, int, int]]:
+        """(Unix time of the start, frames in the file before it, rate) of each start."""
         starts = self.path.with_name(self.path.name + ".starts")
         runs = []
         for line in starts.read_text().splitlines() if starts.exists() else []:
-            at, first = line.split()
-            runs.append((float(at), int(first)))
+            at, first, rate = line.split()
+            runs.append((float(at), int(first), int(rate)))
         return runs
+
+
+def _run_of(index: int, runs: list[tuple[float, int, int]]) -> tuple[float, int, int]:
+    """The run that played frame ``index``: the last to start at or before it (of runs that
+    start at one place, the later: the earlier played nothing)."""
+    return max((r for r in runs if r[1] <= index), key=lambda r: (r[1], r[0]))

@@ -9,7 +9,7 @@ import pytest
 
 from agent.audio.item import PRIORITY_URGENT, PlayItem
 from agent.audio.queue import PlayQueue, QueueFull
-from agent.audio.sync_start import SyncStart, frames_to_go, placed, start_error_ms
+from agent.audio.sync_start import SyncStart, frames_to_go, lead_ms, placed, prepare_s
 from agent.mqtt.protocol import SpeakCommand
 from agent.pipeline.admit import Ask, Code, Context, Refusal, admit
 
@@ -21,7 +21,13 @@ def test_frames_to_go_takes_what_the_device_holds_and_the_latency_off() -> None:
     on_time, late = placed(300, 22050), placed(-2205, 22050)
     assert (on_time.silence, on_time.skip, on_time.late_ms) == (300, 0, 0.0)
     assert (late.silence, late.skip, late.late_ms) == (0, 2205, 100.0)
-    assert start_error_ms(-441, 22050) == 20.0 and start_error_ms(0, 22050) == 0.0
+
+
+def test_the_lead_a_device_asks_for_covers_its_first_audio_and_its_buffer() -> None:
+    assert prepare_s(0.1, 40.0) == pytest.approx(0.1 + 0.04 + 0.5)
+    assert prepare_s(None, 0.0) == pytest.approx(1.0)  # closed: a buffer is assumed
+    assert lead_ms(0.231, 0.093, 0.0) == 830  # rounded up to 10 ms
+    assert lead_ms(None, None, 0.0) == 2000  # no request yet: a second of first audio
 
 
 def test_the_two_clocks_agree_on_the_start() -> None:

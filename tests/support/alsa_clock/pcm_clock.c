@@ -5,8 +5,8 @@
  * snd_pcm_delay() and snd_pcm_avail() tell the truth, and a writer that falls behind gets an
  * underrun (-EPIPE). Each frame is appended to the file `file` when it is played (frames
  * dropped unplayed never reach it), and each start appends one line to `file`.starts:
- * "<CLOCK_REALTIME seconds at the start> <frames in the file before it>", so the frame at
- * file position n of that run was due at the speaker at start + (n - frames) / rate.
+ * "<CLOCK_REALTIME seconds at the start> <frames in the file before it> <rate>", so the
+ * frame at file position n of that run was due at the speaker at start + (n - frames) / rate.
  *
  *   pcm_type.clock { lib "/path/libasound_module_pcm_clock.so" }
  *   pcm.card { type clock file "/path/out.raw" }
@@ -69,7 +69,8 @@ static int clock_start(snd_pcm_ioplug_t *io)
 	clock_gettime(CLOCK_REALTIME, &real);
 	c->run_base = c->played;
 	c->running = 1;
-	fprintf(c->starts, "%lld.%09ld %llu\n", (long long)real.tv_sec, real.tv_nsec, c->file_frames);
+	fprintf(c->starts, "%lld.%09ld %llu %u\n", (long long)real.tv_sec, real.tv_nsec,
+		c->file_frames, io->rate);
 	fflush(c->starts);
 	return 0;
 }
