@@ -65,7 +65,8 @@ class PlayerEvents:
                  reason=event.reason, audio_seconds=event.audio_seconds)
         try:
             if event.kind is Progress.STARTED:
-                self._reporter.progress(event.request_id, Progress.STARTED)
+                self._reporter.progress(event.request_id, Progress.STARTED,
+                                        **(event.detail or {}))
             else:
                 self._reporter.finish(event.request_id, event.kind, reason=event.reason,
                                       audio_s=round(event.audio_seconds, 3))

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from agent.audio.format import AudioChunk, AudioFormat
+from agent.audio.sync_start import SyncStart
 from agent.outcomes import PlayerEvent
 
 __all__ = [
@@ -77,6 +78,8 @@ class PlaybackEvent:
     reason: str | None = None
     audio_seconds: float = 0.0
     """Seconds of the request's audio written to the device so far."""
+    detail: dict[str, float] | None = None
+    """More facts for the event (a synchronized start's, on ``started``)."""
 
 
 class PlayItem:
@@ -97,6 +100,7 @@ class PlayItem:
         expires_at: float | None = None,
         format: AudioFormat | None = None,
         max_buffered_s: float = 30.0,
+        sync: SyncStart | None = None,
     ) -> None:
         if not 0.0 <= volume <= 1.0:
             raise ValueError(f"volume {volume} outside 0.0-1.0")
@@ -111,6 +115,9 @@ class PlayItem:
         """The chunks' format when known up front: the device is then opened before the
         first chunk arrives. None: the player waits for the first chunk."""
         self._max_buffered_s = max_buffered_s
+        self.sync = sync
+        """A synchronized start (:mod:`agent.audio.sync_start`): held in the queue until
+        shortly before its time, then started so that its first sample plays at it."""
         self._cond = threading.Condition()
         self._chunks: deque[AudioChunk] = deque()
         self._buffered_s = 0.0

@@ -71,7 +71,7 @@ class Output:
         """Give ``u`` its converter to the open device's ``params``; write the lead-in."""
         u.converter = StreamConverter(params.rate, params.channels)
         lead_in = round(params.rate * self._settings.lead_in_ms / 1000)
-        if lead_in and not self.running:
+        if lead_in and not self.running and u.item.sync is None:
             self.write_silence(lead_in)
 
     def write_audio(self, u: Utterance, block: np.ndarray, shape: np.ndarray | None = None) -> bool:

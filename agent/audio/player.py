@@ -20,8 +20,10 @@ from agent.audio.events import PlayerEvents
 from agent.audio.format import AudioFormat
 from agent.audio.item import PlaybackEvent, PlayItem
 from agent.audio.output import Output
+from agent.audio.placement import Placer, Step
 from agent.audio.queue import PlayerClosed, PlayQueue, QueueFull, SubmitError
 from agent.audio.stats import PlayerBook, PlayerStats
+from agent.audio.sync_start import SyncStart
 from agent.audio.utterance import CLOSED, STOPPED, Ending, Utterance, interruption, starved
 from agent.audio.volume import PlayerVolume, fade_out_curve
 from agent.logs import bind_request, get_logger
@@ -57,6 +59,7 @@ class AudioPlayer:
         # Player-thread state.
         self._device_volume = PlayerVolume(settings)
         self._output = Output(settings, self._book, self._device_volume, self._events)
+        self._placer = Placer(self._output, settings.output_latency_ms)
         self._seen_epoch = 0
         self._current: PlayItem | None = None
         self._probed = threading.Event()
@@ -170,6 +173,7 @@ class AudioPlayer:
             return False
         self._apply_volume()
         self._expire_queued()
+        held = self._release_held()
         try:
             if self._stop_epoch != self._seen_epoch:
                 self._seen_epoch = self._stop_epoch
@@ -185,7 +189,8 @@ class AudioPlayer:
         except DeviceError as exc:
             self._device_failed(str(exc))
             return True
-        self._wake.wait(self._output.housekeeping())
+        wait = self._output.housekeeping()
+        self._wake.wait(held if wait is None else wait if held is None else min(wait, held))
         return True
 
     def _play(self, item: PlayItem) -> None:
@@ -219,12 +224,18 @@ class AudioPlayer:
             self._events.emit_pending()
             self._apply_volume()
             self._expire_queued()
+            self._release_held()
             ending = self._ending(u)
             if ending is not None:
                 self._end(u, ending)
                 return
             period = self._output.period()
             if u.pending_frames < period and not u.source_done and self._pull(u):
+                continue
+            if item.sync is not None and u.converter is not None and not self._placed(
+                    u, item.sync):
+                if item.result is not None:
+                    return
                 continue
             if u.converter is None and u.pending_frames == 0 and not u.source_done:
                 pass  # no format yet: wait for the first chunk
@@ -240,6 +251,20 @@ class AudioPlayer:
                 return
             self._keep_fed(u)
             self._wake.wait(self._output.wait_step())
+
+    def _placed(self, u: Utterance, sync: SyncStart) -> bool:
+        """Whether a synchronized utterance may write its audio (one approach step if not:
+        :mod:`agent.audio.placement`)."""
+        step = self._placer.advance(u, sync)
+        if step in (Step.MISSED, Step.PAST):
+            why = "(audio.sync_late = skip)" if step is Step.MISSED else ": all of it was past"
+            self._events.finish(u.item, Outcome.EXPIRED,
+                                f"late by {u.late_ms:g} ms for its synchronized start {why}")
+        elif step is Step.SKIPPING:
+            self._keep_fed(u)
+        if step in (Step.WAIT, Step.SKIPPING):
+            self._wake.wait(self._output.wait_step() / 2)
+        return step is Step.PLACED
 
     def _ending(self, u: Utterance) -> Ending | None:
         """Why the utterance must end now, if it must."""
@@ -310,9 +335,11 @@ class AudioPlayer:
 
     def _write_audio(self, u: Utterance, block: np.ndarray,
                      shape: np.ndarray | None = None) -> None:
+        sync = u.item.sync
+        detail = self._placer.started(u, sync) if sync is not None and not u.started else None
         if self._output.write_audio(u, block, shape):
             self._events.deliver(PlaybackEvent(Progress.STARTED, u.item.request_id, None,
-                                               u.audio_seconds))
+                                               u.audio_seconds, detail))
 
     def _keep_fed(self, u: Utterance) -> None:
         """While waiting for the producer, keep a running stream from underrunning.
@@ -338,6 +365,10 @@ class AudioPlayer:
         self._device_volume.apply(volume)
         if self._device_volume.control != control:
             self._book.set_volume_control(self._device_volume.control)
+
+    def _release_held(self) -> float | None:
+        """Let synchronized items in shortly before their time; seconds to the next one."""
+        return self._queue.release_due(time.monotonic(), self._placer.prepare_s())
 
     def _expire_queued(self) -> None:
         for item in self._queue.take_expired(time.monotonic()):

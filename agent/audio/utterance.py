@@ -88,6 +88,14 @@ class Utterance:
     """The producer closed the item and every chunk has been converted."""
     waiting_since: float = field(default_factory=time.monotonic)
     """When the producer last made progress (or the last frame was written)."""
+    placed: bool = False
+    """A synchronized start is placed (:mod:`agent.audio.placement`); always False otherwise."""
+    skip_frames: int = 0
+    """Frames of the utterance still to drop before writing: it joined late."""
+    skipped_frames: int = 0
+    late_ms: float = 0.0
+    filled: bool = False
+    """The approach to a synchronized start wrote its first, larger feed."""
 
     @property
     def audio_seconds(self) -> float:
@@ -98,6 +106,12 @@ class Utterance:
         if len(frames):
             self.pending.append(frames)
             self.pending_frames += len(frames)
+
+    def skip_late(self) -> None:
+        """Drop pending frames the late join skips (as many as are here yet)."""
+        dropped = len(self.take(min(self.skip_frames, self.pending_frames)))
+        self.skip_frames -= dropped
+        self.skipped_frames += dropped
 
     def take(self, count: int) -> np.ndarray:
         """Up to ``count`` pending frames, in order."""

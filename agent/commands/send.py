@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from agent.commands import USAGE, CommandError, add_config_argument, settings_from_args
 from agent.commands.send_account import Inbox, await_account
+from agent.commands.send_sync import add_options as add_start_options
+from agent.commands.send_sync import check_options, choose_start
 from agent.commands.send_wait import NO_ANSWER, await_final, succeeded
 
 if TYPE_CHECKING:
@@ -142,6 +144,7 @@ def register(subparsers: Any) -> None:
                        help="the text is SSML (default: when it starts with <speak)")
     speak.add_argument("--expires-in", type=float, dest="expires_in_s",
                        help="drop it if not started within this many seconds")
+    add_start_options(speak)
     stop = command("stop", "stop the current utterance")
     stop.add_argument("--clear", action="store_true", dest="clear_queue",
                       help="also drop the queued requests")
@@ -157,7 +160,8 @@ def register(subparsers: Any) -> None:
 
 
 _FIELDS = {
-    "speak": ("text", "voice", "priority", "volume", "speed", "chime", "ssml", "expires_in_s"),
+    "speak": ("text", "voice", "priority", "volume", "speed", "chime", "ssml", "expires_in_s",
+              "at"),
     "stop": ("clear_queue",),
     "volume": ("volume",),
     "reload": ("voice", "version"),
@@ -268,6 +272,7 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "connect_timeout", None) is not None:
         _seconds(args.connect_timeout, "--connect-timeout", MAX_CONNECT_TIMEOUT_S)
     mqtt = connection_settings(args, settings.mqtt)
+    check_options(args)
     request_id, payload = build_payload(args)
     namespace = Namespace(mqtt.topic_prefix)
     client_id = f"tts-send-{secrets.token_hex(6)}"
@@ -278,7 +283,9 @@ def run(args: argparse.Namespace) -> int:
     filters = [f for f in (reply.as_filter() if reply else None, events if args.wait else None)
                if f]
     inbox = Inbox(maxsize=10_000)
-    view = _view(namespace, settings.health.interval_s) if args.wait and not args.device else None
+    syncing = getattr(args, "sync", False)
+    view = (_view(namespace, settings.health.interval_s)
+            if (args.wait or syncing) and not args.device else None)
     if view is not None:  # the account: membership from the retained status and health
         filters.extend(view.filters())
     try:
@@ -290,6 +297,9 @@ def run(args: argparse.Namespace) -> int:
         connect(client, mqtt)
         if view is not None:
             read_fleet(client, view, settle, args.probe, longest)
+        if (chosen := choose_start(args, view)) is not None:
+            request_id, payload = build_payload(args)
+            print(f"tts-agent send: {chosen}", file=sys.stderr, flush=True)
         correlation = secrets.token_bytes(16) if reply is not None else None
         sent = client.publish(OutboundMessage(target, payload, response_topic=reply,
                                               correlation_data=correlation))

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agent.commands import CONFLICT, FAILED, NO_ANSWER, OK, CommandError, shown
+from agent.commands.send_sync import start_lines
 from agent.commands.send_wait import (
     CONFLICT_GRACE_S,
     conflict_line,
@@ -308,6 +309,7 @@ def summary(account: Account, group: str | None, not_online: dict[str, str]) -> 
             extra, {d: _reason(account.extra[d]) for d in extra}))
     if not_online:
         lines.append("not online when sent: " + _names(sorted(not_online), not_online))
+    lines.extend(start_lines(account.finals))
     for device in sorted(account.conflicts):
         lines.append(conflict_line(account.conflicts[device]))
     if account.incomplete:

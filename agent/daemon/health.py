@@ -133,9 +133,25 @@ def add_sections(health: Health, parts: ServiceParts) -> None:
     health.add_provider("hardware", partial(hardware_section, parts.profile, settings.profile,
                                             parts.profile_error))
     health.add_provider("phrase_cache", partial(phrase_cache_section, parts.phrase_cache))
+    health.add_provider("sync", partial(sync_section, parts.player, health, settings))
     lexicon_status = getattr(parts.voices.options.text.lexicon, "status", None)
     if callable(lexicon_status):  # agent.library.lexicon.LexiconHolder (text.lexicon set)
         health.add_provider("lexicon", lexicon_status)
+
+
+def sync_section(player: AudioPlayer, health: Health, settings: Settings) -> dict[str, object]:
+    """What a controller needs for a synchronized group speak (docs/fleet.md): the least lead
+    this device asks for (:func:`agent.audio.sync_start.lead_ms`), the output latency it adds
+    to ALSA's delay and what it does when late."""
+    from agent.audio.sync_start import lead_ms
+
+    device = player.stats()["device"]
+    buffer_s = None if device is None else device["buffer_frames"] / device["rate"]
+    first = health.requests.snapshot()["first_audio_s"]
+    audio = settings.audio
+    return {"lead_ms": lead_ms(None if first is None else first["p95"], buffer_s,
+                               audio.output_latency_ms),
+            "output_latency_ms": audio.output_latency_ms, "late": audio.sync_late}
 
 
 def watch_workers(liveness: Liveness, parts: ServiceParts) -> None:

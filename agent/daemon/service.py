@@ -179,11 +179,10 @@ class AgentService:
                        if self.phrase_cache is not None else None)
         self.jobs = JobQueue(mqtt.intake_queue)
         chimes = Chimes(settings.chimes.dir, settings.chimes.by_priority)
-        self.worker = SynthesisWorker(self.jobs, self.voices, self.player, self.tracker,
-                                      item_buffer_s=settings.audio.item_buffer_s,
-                                      phrase_cache=self.phrase_cache,
-                                      on_thread_start=self._pin_synthesis_thread,
-                                      buffering=settings.audio.buffering, chimes=chimes)
+        self.worker = SynthesisWorker(
+            self.jobs, self.voices, self.player, self.tracker, item_buffer_s=audio.item_buffer_s,
+            phrase_cache=self.phrase_cache, chimes=chimes, buffering=audio.buffering,
+            on_thread_start=self._pin_synthesis_thread, sync_late=audio.sync_late)
         self.dispatcher = Dispatcher(
             self.requests, self.jobs, self.tracker, self.player,
             voice_names=self.voices.names, default_voice=settings.models.default_voice,

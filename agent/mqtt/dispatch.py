@@ -71,7 +71,7 @@ def speak_ask(command: SpeakCommand, request: Request | None = None) -> Ask:
     return Ask(text=command.text, ssml=command.ssml, voice=command.voice,
                priority=command.priority, volume=command.volume, speed=command.speed,
                chime=command.chime, expires_in_s=command.expires_in_s,
-               expires_at=command.expires_at,
+               expires_at=command.expires_at, at_ms=command.at,
                received=None if request is None else request.received,
                deadline=None if request is None else request.deadline)
 

@@ -68,6 +68,7 @@ class DeviceRecord:
     """Unix time the health report was made (its ``time``)."""
     queue: int | None = None
     pending: int | None = None
+    sync_lead_ms: float | None = None  # the health's sync.lead_ms (send --sync)
     last_error: str | None = None
     """The worst reason of a health report that is not ``ok``."""
     conflict: bool = False  # the health report: another agent instance uses this device id
@@ -384,6 +385,8 @@ def _read_health(record: DeviceRecord, data: dict[str, Any]) -> None:
         depth, pending = _number(queue.get("depth")), _number(queue.get("pending"))
         record.queue = int(depth) if depth is not None else None
         record.pending = int(pending) if pending is not None else None
+    sync = data.get("sync")
+    record.sync_lead_ms = _number(sync.get("lead_ms")) if isinstance(sync, dict) else None
     voices = data.get("voices")
     if isinstance(voices, dict) and record.voice is None:
         record.voice = _text(voices.get("default"))

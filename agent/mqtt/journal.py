@@ -226,7 +226,7 @@ class RequestJournal:
                 request = job.request
                 speak = {"text": request.text, "voice": request.voice,
                          "priority": _NAMES[request.priority], "volume": request.volume,
-                         "speed": request.speed}
+                         "speed": request.speed, "at": request.start_at and request.start_at * 1000}
                 if (request.document is not None) != looks_like_ssml(request.text):
                     speak["ssml"] = request.document is not None  # else told by the text
                 if request.chime is not None:  # the chime chosen at intake

@@ -5,17 +5,15 @@ Commands are JSON objects; unknown fields, wrong types and out-of-range values a
 becomes a :class:`CommandRejected` carrying a readable reason; the caller answers it with a
 ``rejected`` event and changes nothing. No field is ever used as a path or passed to a shell.
 
-Every event has ``id``, ``event``, ``device``, ``ts`` (Unix time, s) and ``final`` (true for
-the one event that ends a command). Other modules (health, model lifecycle) subclass
-:class:`EventBase` for their own events and publish them with the same publisher.
+The events' schemas live in :mod:`agent.mqtt.wire_events` and are named here too, so that
+the protocol has one front door.
 """
 
 from __future__ import annotations
 
 import re
-import time
 import uuid
-from typing import Annotated, Any, Final, Literal, cast
+from typing import Annotated, Final, Literal, cast
 
 from pydantic import (
     BaseModel,
@@ -24,13 +22,22 @@ from pydantic import (
     StringConstraints,
     ValidationError,
     ValidationInfo,
-    computed_field,
     field_validator,
 )
 
 from agent.jsonbound import depth_error
 from agent.mqtt.salvage import top_level_strings
-from agent.outcomes import DuplicateOf, EventName, Outcome
+from agent.mqtt.wire_events import (
+    FINAL_EVENTS,
+    CommandEvent,
+    EventBase,
+    ModelEvent,
+    PingStatus,
+    Presence,
+    Priority,
+    to_payload,
+)
+from agent.outcomes import EventName
 from agent.text.limits import HARD_MAX_TEXT_CHARS, text_problem
 
 __all__ = [
@@ -70,18 +77,8 @@ _REQUEST_ID = re.compile(_REQUEST_ID_PATTERN)
 _VoiceName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
 _Version = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$")]
 
-Priority = Literal["low", "normal", "high", "urgent"]
-"""Served most urgent first; ``urgent`` interrupts what is playing (see agent.audio.item)."""
 
 CommandName = Literal["speak", "stop", "volume", "reload", "ping"]
-FINAL_EVENTS: Final = frozenset(Outcome)
-"""Events that end a command (:class:`agent.outcomes.Outcome`); each gets exactly one of them.
-
-A repeated id (see :mod:`agent.mqtt.repeats`) is answered with ``in_progress`` (not final: the
-original's final event follows) or with the final ``duplicate``, whose ``outcome`` names how
-the original ended."""
-
-
 def new_request_id() -> str:
     """An id for a command that came without one."""
     return uuid.uuid4().hex
@@ -126,6 +123,9 @@ class SpeakCommand(_Command):
     expires_at: float | None = Field(
         default=None, gt=0.0, description="Drop the request if not started by this Unix time (s).",
     )
+    at: float | None = Field(default=None, gt=0.0, description="Unix time (ms) the first "
+                             "sample must reach the speaker: a synchronized group speak "
+                             "(fleet.md#synchronized-group-speech); at most an hour ahead.")
 
     @field_validator("text")
     @classmethod
@@ -263,136 +263,3 @@ def parse_command(name: str, payload: bytes, *, max_payload_bytes: int,
     if command.id is None:
         command = command.model_copy(update={"id": new_request_id()})
     return cast(Command, command)  # COMMANDS only holds Command types
-
-
-INSTANCE_DOC = ("The agent process that published it (random at each start): two instance "
-                "ids for one device mean two agents use the same device id.")
-
-
-class EventBase(BaseModel):
-    """Common fields of everything published on ``{prefix}/{device}/events``."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    id: str = Field(description="Request id (or an id for an unsolicited event).")
-    event: str = Field(description="What happened.")
-    device: str = Field(description="The device that publishes the event.")
-    ts: float = Field(default_factory=time.time, description="Unix time of the event (s).")
-    instance: str | None = Field(default=None, description=INSTANCE_DOC)
-
-    @computed_field  # type: ignore[prop-decorator]
-    @property
-    def final(self) -> bool:
-        """True for the one event that ends a command."""
-        return self.event in FINAL_EVENTS
-
-
-class PingStatus(BaseModel):
-    """The small status a ``ping`` answers with (the full health snapshot is separate)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    state: Literal["online", "stopping"]
-    version: str
-    uptime_s: float
-    voices: list[str]
-    default_voice: str
-    pending: int = Field(description="Speak requests accepted and not yet finished.")
-    volume: float
-    mqtt_reconnects: int
-    groups: list[str] = Field(
-        default_factory=list, description="The groups the device follows (`mqtt.groups`): "
-        "how `fleet` and `send --group --wait` learn them from a ping where the broker does "
-        "not deliver retained status to a wildcard subscription.")
-    health: dict[str, Any] | None = Field(
-        default=None, description="Overall health: {state: ok|degraded|failing, reasons: [...]}; "
-        "the full report is retained on the health topic.")
-
-
-class CommandEvent(EventBase):
-    """An answer to a command: progress (accepted, started, and ``progress`` while an open
-    speak request has nothing else to say) or its one final event; for a repeated id
-    ``in_progress`` (the original's final follows) or the final ``duplicate``."""
-
-    event: EventName
-    command: str | None = Field(default=None, description="The command name as received.")
-    reason: str | None = Field(default=None, description="Why it was rejected/failed/cut.")
-    outcome: DuplicateOf | None = (
-        Field(default=None, description="In a `duplicate`: the final event the original "
-              "request ended with (its `reason` is repeated in `reason`)."))
-    state: Literal["waiting", "playing"] | None = Field(
-        default=None, description="In `progress`: `waiting` (accepted, nothing played yet) or "
-        "`playing` (its first audio frame was written).")
-    voice: str | None = None
-    version: str | None = Field(default=None, description="Voice version used.")
-    warnings: list[str] | None = Field(default=None, description="From `started` on: what the "
-                                       "SSML asked that was ignored (`ignored <prosody pitch>`).")
-    priority: Priority | None = None
-    pending: int | None = Field(default=None, description="Requests ahead when accepted.")
-    audio_s: float | None = Field(default=None, description="Seconds of audio played.")
-    synthesis_ms: float | None = Field(default=None, description="Time spent synthesizing (ms).")
-    replayed: bool | None = Field(
-        default=None, description="True on the events of a request queued again from the "
-        "request journal after a restart (mqtt.journal.replay).")
-    progress_interval_s: float | None = Field(
-        default=None, description="In `accepted`: the device's `mqtt.progress_interval_s`, the "
-        "longest an open speak request goes without an event (`send --wait` waits at least "
-        "twice that for the next one).")
-    journaled: bool | None = Field(
-        default=None, description="False in an `accepted` whose request the request journal "
-        "could not write (health `degraded`): it is served, but not answered after a crash.")
-    volume: float | None = None
-    voices: list[str] | None = None
-    status: PingStatus | None = None
-
-
-class ModelEvent(EventBase):
-    """``model_loaded`` / ``model_rejected`` from the voice library (see agent.library.voices),
-    and ``model_damaged``: a file of a live voice's bundle that it does not serve is damaged.
-
-    Extra keys the library reports are kept: the library is our own code, not remote input.
-    """
-
-    model_config = ConfigDict(extra="allow", frozen=True)
-
-    event: Literal["model_loaded", "model_rejected", "model_damaged"]
-    voice: str
-    version: str | None = None
-    reason: str | None = None
-    variant: str | None = Field(
-        default=None, description="The variant served (`fp32`, `int8`).")
-    variant_reason: str | None = Field(
-        default=None, description="In a `model_loaded`: why this variant is served and not the "
-        "wanted one (a stale int8, one the bundle lacks), or that its provenance is unknown.")
-    files: list[str] | None = Field(
-        default=None, description="In a `model_damaged`: the damaged files (not served).")
-    signed_by: str | None = Field(
-        default=None, description="In a `model_loaded`: the id of the trusted key that signed "
-        "the voice (models.trusted_keys); null when it is unsigned.")
-
-
-class Presence(BaseModel):
-    """Retained presence on ``{prefix}/{device}/status``."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    state: Literal["online", "offline", "stopped"]
-    device: str
-    version: str | None = None
-    voices: list[str] | None = None
-    default_voice: str | None = None
-    profile: str | None = Field(default=None, description="Hardware profile in use.")
-    site_id: str | None = Field(default=None, description="Hermes site id.")
-    groups: list[str] | None = Field(default=None, description=(
-        "The groups the device follows (`mqtt.groups`; left out when none), also in the Last "
-        "Will: what `tts-agent fleet` and `send --group --wait` learn membership from."))
-    health_interval_s: float | None = Field(default=None, description=(
-        "The device's `health.interval_s`: a health report older than a few of these means "
-        "the device went silent."))
-    ts: float | None = Field(default=None, description="Unix time of the change (s).")
-    instance: str | None = Field(default=None, description=INSTANCE_DOC)
-
-
-def to_payload(model: BaseModel) -> bytes:
-    """Compact JSON of ``model``, unset optional fields left out."""
-    return model.model_dump_json(exclude_none=True).encode("utf-8")

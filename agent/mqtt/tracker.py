@@ -30,6 +30,8 @@ log = get_logger(__name__)
 
 _STICKY_FIELDS = ("voice", "version", "priority", "synthesis_ms", "replayed")
 """Fields remembered from earlier events of a request and repeated in its final event."""
+_SYNC_FIELDS = ("start_at_ms", "late_by_ms", "skipped_ms")
+"""A synchronized start's facts (from ``started``), repeated in the events after it."""
 _SPEAK = "speak"
 
 
@@ -166,6 +168,8 @@ class RequestTracker:
             entry.last_event_at = self._clock()
             if event is Progress.STARTED and entry.first_audio_at is None:
                 entry.first_audio_at = entry.last_event_at
+            if "start_at_ms" in fields:  # a synchronized start: told on every later event too
+                entry.fields.update((k, fields[k]) for k in _SYNC_FIELDS if k in fields)
             self._publish(request_id, entry, event, fields)
             return True
 
@@ -273,8 +277,8 @@ class RequestTracker:
             synthesis_ms = merged.get("synthesis_ms")
             synthesis_s = synthesis_ms / 1000 if synthesis_ms is not None else None
             audio_s = merged.get("audio_s")
-            if entry.first_audio_at is not None:
-                first_audio_s = max(0.0, entry.first_audio_at - entry.opened_at)
+            if entry.first_audio_at is not None and "start_at_ms" not in entry.fields:
+                first_audio_s = max(0.0, entry.first_audio_at - entry.opened_at)  # not a wait
         try:
             self.recorder.record_request(event, synthesis_s=synthesis_s, audio_s=audio_s,
                                          first_audio_s=first_audio_s)

@@ -54,6 +54,9 @@ class Refusal:
     reason: str
 
 
+MAX_START_AHEAD_S = 3600
+"""How far ahead a synchronized start (``at``) may be."""
+
 @dataclass(frozen=True, slots=True)
 class Ask:
     """What a speak asks, whatever door it came through."""
@@ -78,6 +81,8 @@ class Ask:
     """Unix time (s)."""
     deadline: float | None = None
     """A monotonic deadline of the transport's own (MQTT Message Expiry)."""
+    at_ms: float | None = None
+    """A synchronized start: Unix time in ms its first sample must reach the speaker."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,10 +192,14 @@ def _unknown_voice(voice: str | None, document: Document | None,
 
 def _request(ask: Ask, text: str, document: Document | None,
              chime: str | None) -> SpeakRequest | Refusal:
+    if ask.at_ms is not None and ask.at_ms / 1000 - time.time() > MAX_START_AHEAD_S:
+        return Refusal(Code.BAD_REQUEST, f"start time `at` is more than "
+                       f"{MAX_START_AHEAD_S // 60} minutes ahead (is it in ms?)")
     try:
         return SpeakRequest(text=text, voice=ask.voice, priority=parse_priority(ask.priority),
                             volume=ask.volume, speed=ask.speed, params=ask.params,
-                            chime=chime, document=document)
+                            chime=chime, document=document,
+                            start_at=None if ask.at_ms is None else ask.at_ms / 1000)
     except ValueError as exc:  # a priority, volume or speed out of range
         return Refusal(Code.BAD_REQUEST, str(exc))
 

@@ -40,6 +40,9 @@ class SpeakRequest:
     """A chime (a name in the chimes directory) played right before the speech; None: none."""
     document: Document | None = None
     """What to say as a document (SSML); None: ``text`` as plain text."""
+    start_at: float | None = None
+    """Unix time (s) its first sample must reach the speaker (a synchronized group speak,
+    :mod:`agent.audio.sync_start`); None: as soon as it can."""
 
     def __post_init__(self) -> None:
         if self.volume is not None and not 0.0 <= self.volume <= 1.0:

@@ -17,6 +17,7 @@ from typing import Protocol
 
 from agent.audio.format import AudioChunk
 from agent.audio.item import PlayItem
+from agent.audio.sync_start import LatePolicy, SyncStart
 from agent.logs import bind_request, get_logger
 from agent.outcomes import Outcome, Reporter, WorkerOutcome
 from agent.pipeline.buffering import Buffering, BufferingSetting, SentenceGather, choose_buffering
@@ -47,6 +48,10 @@ class Player(Protocol):
         ...
 
 
+SYNC_BUFFER_S = 600.0
+"""Audio a synchronized request may hold ahead of its start (s): all of it is synthesized
+before its time, so the worker is free for other requests while it waits."""
+
 @dataclass(slots=True)
 class _Active:
     """A job being synthesized: its play item, its sentence iterator, and a chunk in hand."""
@@ -68,7 +73,7 @@ class SynthesisWorker:
                  phrase_cache: PhraseCache | None = None,
                  on_thread_start: Callable[[], None] | None = None,
                  buffering: BufferingSetting = "auto",
-                 chimes: ChimeSource | None = None) -> None:
+                 chimes: ChimeSource | None = None, sync_late: LatePolicy = "join") -> None:
         self.jobs = jobs
         self.chimes = chimes
         self.buffering_setting: BufferingSetting = buffering
@@ -80,6 +85,7 @@ class SynthesisWorker:
         self.player = player
         self.reporter = reporter
         self.item_buffer_s = item_buffer_s
+        self.sync_late: LatePolicy = sync_late
         self._stack: list[_Active] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -190,7 +196,10 @@ class SynthesisWorker:
                 job.request_id, priority=job.priority,
                 volume=1.0 if request.volume is None else request.volume,
                 expires_at=job.deadline, format=rendered.format,
-                max_buffered_s=self.item_buffer_s,
+                max_buffered_s=self.item_buffer_s if request.start_at is None
+                else max(self.item_buffer_s, SYNC_BUFFER_S),
+                sync=None if request.start_at is None
+                else SyncStart.from_unix(request.start_at, self.sync_late),
             )
             try:
                 self.player.submit(item)

@@ -86,6 +86,18 @@ class AudioSettings(Section):
         "inside one); `auto`: `sentence` for a voice whose warm-up ran slower than real time "
         "on this board, else `stream`. Health: `audio.buffering` and its reason.",
     )
+    output_latency_ms: float = Field(
+        default=0.0, ge=0.0, le=2000.0,
+        description="Latency after ALSA's own buffer (ms): a USB or Bluetooth speaker's buffer, "
+        "an amplifier's DSP. A synchronized start (docs/fleet.md#synchronized-group-speech) "
+        "places the first sample this much earlier; measure it once per kind of speaker.",
+    )
+    sync_late: Literal["join", "skip"] = Field(
+        default="join",
+        description="A device that cannot make a synchronized start's time: `join` plays "
+        "from the sample due now (what it missed is skipped), `skip` does not play it "
+        "(final `expired`). Neither starts the announcement from the beginning late.",
+    )
     device_timeout_s: float = Field(
         default=5.0, ge=0.1, le=600.0,
         description="Longest wait for one ALSA call (s; writes, stops and closes also get "

@@ -26,6 +26,7 @@ import contextlib
 import itertools
 import os
 import queue
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -40,6 +41,7 @@ from agent.audio.format import AudioChunk, AudioFormat
 from agent.audio.item import PlaybackEvent, PlayItem
 from agent.audio.player import AudioPlayer
 from agent.settings import AudioSettings
+from tests.support.clock_card import ClockCard, build_plugin
 
 VOICE_RATE = 22050
 VOICE_FORMAT = AudioFormat(rate=VOICE_RATE, width=2, channels=1)
@@ -55,6 +57,7 @@ class AlsaConfig:
         self.directory = directory
         self.path = directory / "asound.conf"
         self._pcms: dict[str, str] = {}
+        self._types: dict[str, str] = {}
         self.write()
         monkeypatch.setenv("ALSA_CONFIG_PATH", str(self.path))
 
@@ -89,6 +92,16 @@ class AlsaConfig:
         self.write()
         return path
 
+    def add_clock(self, name: str, rate: int = VOICE_RATE, channels: int = 1) -> ClockCard:
+        """Define PCM ``name``: a card that plays in real time and records when each frame
+        was due (:mod:`tests.support.clock_card`; the plugin is compiled once)."""
+        card = ClockCard(build_plugin(Path(tempfile.gettempdir()) / "tts-agent-tests"),
+                         self.directory / f"{name}.raw", rate, channels)
+        self._types["clock"] = f'{{ lib "{card.library}" }}'
+        self._pcms[name] = f'{{ type clock file "{card.path}" }}'
+        self.write()
+        return card
+
     def add_plug(self, name: str, slave: str, rate: int, channels: int) -> None:
         """Define PCM ``name``: ALSA's plug converter in front of ``slave`` at rate/channels."""
         self._pcms[name] = (
@@ -104,7 +117,8 @@ class AlsaConfig:
 
     def write(self) -> None:
         """Write the file atomically with a new modification time, so alsa-lib reloads it."""
-        text = "".join(f"pcm.{name} {body}\n" for name, body in self._pcms.items())
+        text = "".join(f"pcm_type.{name} {body}\n" for name, body in self._types.items())
+        text += "".join(f"pcm.{name} {body}\n" for name, body in self._pcms.items())
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(text or "# no PCMs\n", encoding="utf-8")
         stamp = time.time() + 10 * next(_mtime_counter)  # alsa-lib compares whole seconds
@@ -206,7 +220,8 @@ class Events:
         return None
 
     def progress(self, request_id: str, event: Any, **fields: object) -> bool:
-        self._queue.put(PlaybackEvent(event, request_id))  # player thread: hand on only
+        detail = {k: v for k, v in fields.items() if isinstance(v, int | float)} or None
+        self._queue.put(PlaybackEvent(event, request_id, detail=detail))  # hand on only
         return True
 
     def finish(self, request_id: str, event: Any, *, reason: str | None = None,
