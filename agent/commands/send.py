@@ -283,9 +283,8 @@ def run(args: argparse.Namespace) -> int:
     filters = [f for f in (reply.as_filter() if reply else None, events if args.wait else None)
                if f]
     inbox = Inbox(maxsize=10_000)
-    syncing = getattr(args, "sync", False)
-    view = (_view(namespace, settings.health.interval_s)
-            if (args.wait or syncing) and not args.device else None)
+    view = (None if args.device or not (args.wait or getattr(args, "sync", False))
+            else _view(namespace, settings.health.interval_s))
     if view is not None:  # the account: membership from the retained status and health
         filters.extend(view.filters())
     try:

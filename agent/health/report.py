@@ -154,9 +154,7 @@ class LoadedVoice(TypedDict):
     """What the optimised-model cache did when the voice loaded: ``hit`` (nothing built or
     measured: a fast start), ``stored`` (built now, saved for the next start), ``unsaved``
     (built, could not be saved), ``off`` (no cache for it). docs/operations.md, "First boot"."""
-    signed_by: str | None
-    """The id of the trusted key that signed the voice in service (docs/voices.md); ``None``
-    when it is unsigned or no ``models.trusted_keys`` are configured."""
+    signed_by: str | None  # the trusted key that signed it (docs/voices.md); None: unsigned
     text_rules: str | None  # its normalizer's language (en, de, fr, es); None: espeak-ng alone
     problems: list[str]
     """What is wrong around the voice (each one makes the state ``degraded``): the stale variant
