@@ -35,7 +35,7 @@ def reconcile(facts: dict[str, Any], machine: str, notes: list[str]) -> dict[str
     if seen is None or running is None or seen == running:
         return facts
     notes.append(
-        f"proc/cpuinfo describes a {facts['arch']} CPU but this process runs as {machine}: "
+        f"proc/cpuinfo describes an {facts['arch']} CPU but this process runs as {machine}: "
         "emulated (qemu-user shows the host's /proc); the host's CPU facts are ignored. "
         "Pass --sysroot DIR with the board's proc/ and sys/ files to choose its profile"
     )
