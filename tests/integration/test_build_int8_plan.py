@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -32,7 +34,14 @@ def _run(tmp_path: Path, arch: str, call: str, **env: str) -> subprocess.Complet
     (root / ".venv" / "bin").mkdir(parents=True)
     agent = root / ".venv" / "bin" / "tts-agent"
     agent.write_text(f'#!/bin/sh\necho "$*" >> "{tmp_path}/calls"\n', encoding="utf-8")
-    agent.chmod(0o755)
+    python = root / ".venv" / "bin" / "python"  # int8_fresh reads the manifest with the agent
+    python.write_text(f'#!/bin/sh\nPYTHONPATH="{REPO}" exec "{sys.executable}" "$@"\n',
+                      encoding="utf-8")
+    for stub in (agent, python):
+        stub.chmod(0o755)
+    manifest = env.pop("MANIFEST", None)
+    if manifest:
+        shutil.copy(manifest, root / "models" / "en_US-joe-medium" / "manifest.json")
     script = (f'set -euo pipefail\nROOT="{root}"\nVENV="$ROOT/.venv"\nARCH="{arch}"\n'
               'VOICE_NAME="en_US-joe-medium"\n'
               + "".join(function_source(n) for n in ("say", "int8_fresh", "int8_plan", "int8"))
@@ -86,6 +95,17 @@ def test_build_sh_int8_quantizes_on_a_board_when_asked(tmp_path: Path) -> None:
     done = _run(tmp_path, "aarch64", call)
     assert done.returncode == 0, done.stderr
     assert [c.split()[0] for c in _calls(tmp_path)] == ["quantize"]
+
+
+def test_a_board_keeps_an_int8_bundle_made_elsewhere(tmp_path: Path,
+                                                   real_voice_dir: Path) -> None:
+    """The x86_64 checkout's bundle copied to an aarch64 board: set-up leaves it as it is."""
+    manifest = real_voice_dir / "manifest.json"
+    assert '"int8":' in manifest.read_text(encoding="utf-8")
+    done = _run(tmp_path, "aarch64", "int8", MANIFEST=str(manifest))
+    assert done.returncode == 0, done.stderr
+    assert _calls(tmp_path) == ["models verify"]  # checked, not quantized
+    assert done.stderr == ""
 
 
 def test_the_docs_anchor_exists() -> None:
