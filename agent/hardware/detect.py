@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.hardware.cgroups import read_cgroups
+from agent.hardware.emulation import reconcile
 from agent.hardware.sysroot import SysRoot, format_cpu_list, parse_cpu_list
 
 __all__ = ["ARM_PARTS", "HardwareInfo", "detect_hardware"]
@@ -86,6 +87,9 @@ class HardwareInfo:
     """cgroup memory limit (MiB), None when unlimited."""
     gpu: str | None = None
     """``nvidia`` (driver present), ``nvidia-tegra`` (Jetson integrated GPU) or None."""
+    emulated_on: str | None = None
+    """The architecture ``proc/cpuinfo`` described when it was not this process's own (qemu-user
+    shows the host's): :mod:`agent.hardware.emulation`."""
     notes: tuple[str, ...] = ()
     """What could not be read or looked odd; shown by ``tts-agent profile``."""
 
@@ -148,6 +152,7 @@ class HardwareInfo:
             "fast_int8": self.fast_int8,
             "fast_int8_flag": self.fast_int8_flag,
             "gpu": self.gpu,
+            "emulated_on": self.emulated_on,
             "cpu_flags_count": len(self.cpu_flags),
             "notes": list(self.notes),
         }
@@ -322,10 +327,7 @@ def _device_tree(root: SysRoot, cpuinfo: _CpuInfo) -> tuple[str | None, tuple[st
     return model, compatible
 
 
-def detect_hardware(sysroot: Path | str = "/") -> HardwareInfo:
-    """Read the machine's facts below ``sysroot``; never raises for missing or odd files."""
-    root = SysRoot(Path(sysroot))
-    cpuinfo = _parse_cpuinfo(root.text("proc/cpuinfo", note_missing=True) or "")
+def _cpu_facts(cpuinfo: _CpuInfo, machine: str | None, notes: list[str]) -> dict[str, Any]:
     facts: dict[str, Any] = {"arch": "unknown", "cpu_model": None}
     if cpuinfo.processors:
         first = cpuinfo.processors[0]
@@ -333,8 +335,24 @@ def detect_hardware(sysroot: Path | str = "/") -> HardwareInfo:
             facts = _x86_facts(cpuinfo)
         elif "cpu implementer" in first or "features" in first:
             facts = _arm_facts(cpuinfo)
-    if facts["arch"] == "unknown" and Path(sysroot).resolve() == Path("/"):
-        facts["arch"] = platform.machine() or "unknown"
+    if not machine:
+        return facts
+    if facts["arch"] == "unknown":
+        return {**facts, "arch": machine}
+    return reconcile(facts, machine, notes)
+
+
+def detect_hardware(sysroot: Path | str = "/", *, machine: str | None = None) -> HardwareInfo:
+    """Read the machine's facts below ``sysroot``; never raises for missing or odd files.
+
+    ``machine`` is the architecture this process runs as (default: ``uname -m`` for the real
+    root, None for another); CPU facts of another family are the emulating host's and dropped.
+    """
+    root = SysRoot(Path(sysroot))
+    cpuinfo = _parse_cpuinfo(root.text("proc/cpuinfo", note_missing=True) or "")
+    if machine is None and Path(sysroot).resolve() == Path("/"):
+        machine = platform.machine()
+    facts = _cpu_facts(cpuinfo, machine, root.notes)
 
     known = [int(p["processor"]) for p in cpuinfo.processors if p.get("processor", "").isdigit()]
     logical = len(known) or 1
