@@ -39,12 +39,25 @@ say() {  # bold on a terminal only, and never with NO_COLOR (https://no-color.or
   fi
 }
 
-apt_packages() {  # the Debian packages named as arguments that are not installed yet
-  local missing=()
+installed_names() {  # every installed package's name and the names it provides, one a line
+  dpkg-query -W -f='${Status}\t${Package}, ${Provides}\n' 2>/dev/null \
+    | sed -n 's/^install ok installed\t//p' | tr ',' '\n' | sed 's/^ *//; s/ *(.*//; /^$/d'
+}
+
+missing_packages() {  # those of the Debian packages named as arguments that are not installed
+  # A name an installed package provides counts: on Debian 13 and Ubuntu 24.04 `libasound2` is
+  # a virtual package that `libasound2t64` provides (the 64-bit time_t rename), and apt
+  # installs that for it.
+  local names pkg
+  names="$(installed_names)"
   for pkg in "$@"; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" \
-      || missing+=("$pkg")
+    grep -qxF "$pkg" <<<"$names" || echo "$pkg"
   done
+}
+
+apt_packages() {  # install the Debian packages named as arguments that are not installed yet
+  local missing=()
+  mapfile -t missing < <(missing_packages "$@")
   [ ${#missing[@]} -eq 0 ] && return 0
   if [ "$(id -u)" -ne 0 ]; then
     if command -v sudo >/dev/null 2>&1; then

@@ -121,10 +121,12 @@ check_python() {
 }
 
 apt_runtime() {
-  local missing=() pkg
+  # A name an installed package provides counts (Debian 13's libasound2t64 provides libasound2).
+  local missing=() pkg names
+  names="$(dpkg-query -W -f='${Status}\t${Package}, ${Provides}\n' 2>/dev/null \
+    | sed -n 's/^install ok installed\t//p' | tr ',' '\n' | sed 's/^ *//; s/ *(.*//; /^$/d')"
   for pkg in "${APT_RUNTIME[@]}"; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" \
-      || missing+=("$pkg")
+    grep -qxF "$pkg" <<<"$names" || missing+=("$pkg")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
   if [ -n "$DESTDIR" ] || ! command -v apt-get >/dev/null 2>&1; then
