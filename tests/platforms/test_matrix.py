@@ -88,6 +88,7 @@ class Row:
             detail, status = " ".join(str(error).split())[-600:], "failed"
         self.steps[name] = {"status": status, "seconds": round(time.monotonic() - started, 1),
                             "detail": detail}
+        self.record()  # after each step: a run stopped half-way still leaves its row
         return status == "passed"
 
     def record(self) -> None:
@@ -234,10 +235,7 @@ def test_platform(platform: roots.Platform) -> None:
     nspawn.copy_tree(base, row.root)
     roots.prepare_root(platform, row.root)
     roots.copy_clean_checkout(row.root / SRC.lstrip("/"))
-    try:
-        run_steps(row)
-    finally:
-        row.record()
+    run_steps(row)
     failed = {name: step["detail"] for name, step in row.steps.items()
               if step["status"] != "passed"}
     assert not failed, f"{platform.name}: {failed} (log: {row.log})"
