@@ -110,7 +110,8 @@ def qemu_version() -> str:
 
 def expect(done: subprocess.CompletedProcess[str], *needles: str) -> str:
     tail = (done.stdout + done.stderr)[-1500:]
-    assert done.returncode == 0, f"exit {done.returncode}: {tail}"
+    if done.returncode != 0:
+        raise AssertionError(f"exit {done.returncode}: {tail}")
     for needle in needles:
         assert needle in done.stdout + done.stderr, f"no {needle!r} in: {tail}"
     return ""
@@ -155,7 +156,8 @@ def run_steps(row: Row) -> None:
                       3600)
         summary = (done.stdout.strip().splitlines() or ["no output"])[-1]
         failed = re.findall(r"^FAILED (\S+)", done.stdout, re.MULTILINE)
-        assert done.returncode == 0, f"{summary}; failed: {', '.join(failed)}"
+        if done.returncode != 0:
+            raise AssertionError(f"{summary}; failed: {', '.join(failed)}")
         return summary.strip("= ")
 
     row.step("unit", unit)
