@@ -101,13 +101,13 @@ def table(document: dict[str, Any]) -> str:
             *(_cell(row["steps"].get(step)) for step in STEPS)]) + " |")
         notes.append(f"- **{key}** (run {row['date']}, commit `{row['commit'][:12]}`):")
         if row.get("unavailable"):
-            notes.append(f"  not available here: `{row['unavailable']['command']}` said "
+            notes.append(f"  - not available here: `{row['unavailable']['command']}` said "
                          f"`{row['unavailable']['error']}`")
         for pin in row.get("pins", []):
-            notes.append(f"  pinned inside this test only: `{pin}`")
+            notes.append(f"  - pinned inside this test only: `{pin}`")
         for step, data in row["steps"].items():
             if data.get("detail"):
-                notes.append(f"  {STEPS.get(step, step)}: {data['detail']}")
+                notes.append(f"  - {STEPS.get(step, step)}: {data['detail']}")
     return "\n".join([*lines, "", *notes, "", END])
 
 
