@@ -135,6 +135,15 @@ apt_runtime() {
   fi
   say "installing apt packages: ${missing[*]}"
   apt-get update -qq
+  # A name with no candidate whose 64-bit time_t successor has one is replaced by it (Ubuntu
+  # 24.04: libasound2 -> libasound2t64).
+  local i
+  for i in "${!missing[@]}"; do
+    if ! apt-cache policy "${missing[$i]}" 2>/dev/null | grep -q '^ *Candidate: [^(]' \
+       && apt-cache policy "${missing[$i]}t64" 2>/dev/null | grep -q '^ *Candidate: [^(]'; then
+      missing[$i]="${missing[$i]}t64"
+    fi
+  done
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
