@@ -62,6 +62,8 @@ PLATFORMS = (
              pins=QEMU7_PINS),
     Platform("debian12-arm64", "Debian 12 (bookworm)", "bookworm", "arm64", DEBIAN,
              pins=QEMU7_PINS),
+    Platform("ubuntu2404-arm64", "Ubuntu 24.04 (noble)", "noble", "arm64", UBUNTU_PORTS,
+             "main,universe", pins=QEMU7_PINS, keyring="ubuntu"),
 )
 
 
