@@ -229,8 +229,10 @@ def test_platform(platform: roots.Platform) -> None:
     try:
         base = roots.base_root(platform)
     except RuntimeError as error:
+        said = [line.strip() for line in str(error).splitlines()
+                if re.match(r"\s*(Err:|E:|W:)", line) or "resolve" in line]
         row.unavailable = {"command": " ".join(roots.mmdebstrap_args(platform, Path("ROOT"))),
-                           "error": " ".join(str(error).split())[-500:]}
+                           "error": " ".join(" ".join(said or [str(error)]).split())[-700:]}
         row.record()
         pytest.skip(f"{platform.name}: no root: {row.unavailable['error']}")
     row.root.mkdir()

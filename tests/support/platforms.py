@@ -93,7 +93,7 @@ def root_path(platform: Platform) -> Path:
 
 
 def mmdebstrap_args(platform: Platform, target: Path, keyring: Path | None = None) -> list[str]:
-    return ["mmdebstrap", "--quiet", "--variant=apt", f"--architectures={platform.arch}",
+    return ["mmdebstrap", "--variant=apt", f"--architectures={platform.arch}",
             f"--components={platform.components}", f"--include={','.join(PACKAGES)}",
             *(f"--aptopt={option}" for option in APT_OPTIONS),
             *([f"--keyring={keyring}"] if keyring else []),
