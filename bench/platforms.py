@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import fcntl
 import json
 import os
 import subprocess
@@ -45,7 +46,15 @@ def load(path: Path = RESULTS) -> dict[str, Any]:
 
 
 def record_row(name: str, row: dict[str, Any], path: Path = RESULTS) -> None:
-    """Merge one platform's row (the test run's outcome) into the results file."""
+    """Merge one platform's row (the test run's outcome) into the results file (rows that run
+    at once take turns: a lock file beside it)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.with_suffix(".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _merge(name, row, path)
+
+
+def _merge(name: str, row: dict[str, Any], path: Path) -> None:
     document = load(path)
     rows = document.get("raw", {}).get("rows", {})
     rows[name] = row
@@ -76,8 +85,10 @@ def record_row(name: str, row: dict[str, Any], path: Path = RESULTS) -> None:
         "versions": results.versions(), "arguments": {"platforms": sorted(rows)},
         "figures": figures.figures, "tables": figures.tables, "raw": {"rows": rows},
     }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n",
+                         encoding="utf-8")
+    temporary.replace(path)
 
 
 def _cell(step: dict[str, Any] | None) -> str:
