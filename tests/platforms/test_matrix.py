@@ -5,13 +5,12 @@ Opt-in, slow and root (see ``docs/platforms.md``; ``bench/platforms.py run`` run
     sudo TTS_AGENT_TEST_PLATFORMS=1 [TTS_AGENT_PLATFORMS=debian13-amd64,...] \\
         .venv/bin/python -m pytest -q tests/platforms
 
-Each row is a root made once with ``mmdebstrap`` (``tests/support/platforms.py``), run in a
-copy under ``systemd-nspawn`` (qemu-user through binfmt for aarch64): ``git archive HEAD``,
-``./build.sh`` as root (its own apt packages), ``check-config``, ``synth`` of a real sentence
-(its length and level checked), ``./build.sh demo``, the unit suite, a second ``./build.sh``
-that must run no apt, and on x86_64 the root booted with ``systemd-nspawn -b`` and the service
-installed (``tests/support/nspawn.py``). Each step's outcome and time are merged into
-``bench/results/platforms.json``; a row's test fails when one of its steps failed.
+Each row: a cached ``mmdebstrap`` root (``tests/support/platforms.py``), copied, run under
+``systemd-nspawn`` (aarch64 through qemu-user): ``git archive HEAD``, ``./build.sh`` as root,
+``check-config``, ``synth`` of a real sentence (length and level checked), ``./build.sh demo``,
+the unit suite, a second ``./build.sh`` that must run no apt, and on x86_64 the root booted
+(``tests/support/nspawn.py``) with the service installed. Each step's outcome and time go into
+``bench/results/platforms.json``; a row fails when one of its steps failed.
 """
 
 from __future__ import annotations
