@@ -41,23 +41,59 @@ say() {  # bold on a terminal only, and never with NO_COLOR (https://no-color.or
   fi
 }
 
-apt_packages() {  # the Debian packages named as arguments that are not installed yet
-  local missing=()
+installed_names() {  # every installed package's name and the names it provides, one a line
+  dpkg-query -W -f='${Status}\t${Package}, ${Provides}\n' 2>/dev/null \
+    | sed -n 's/^install ok installed\t//p' | tr ',' '\n' | sed 's/^ *//; s/ *(.*//; /^$/d'
+}
+
+missing_packages() {  # those of the Debian packages named as arguments that are not installed
+  # A name an installed package provides counts: on Debian 13 and Ubuntu 24.04 `libasound2` is
+  # a virtual package that `libasound2t64` provides (the 64-bit time_t rename), and apt
+  # installs that for it.
+  local names pkg
+  names="$(installed_names)"
   for pkg in "$@"; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" \
-      || missing+=("$pkg")
+    grep -qxF "$pkg" <<<"$names" || echo "$pkg"
   done
+}
+
+installable() {  # the names as apt on this release installs them (after apt-get update)
+  # A name with no candidate whose 64-bit time_t successor has one is replaced by it: Ubuntu
+  # 24.04 knows `libasound2` only as a name (no candidate, and apt does not pick a provider
+  # for it), its package is `libasound2t64`.
+  local pkg
+  for pkg in "$@"; do
+    if [ "$(candidate "$pkg")" = "(none)" ] && [ "$(candidate "${pkg}t64")" != "(none)" ]; then
+      echo "${pkg}t64"
+    else
+      echo "$pkg"
+    fi
+  done
+}
+
+candidate() {  # apt's candidate version of a package, "(none)" when it has none
+  local version
+  version="$(apt-cache policy "$1" 2>/dev/null | sed -n 's/^ *Candidate: //p')"
+  echo "${version:-(none)}"
+}
+
+apt_packages() {  # install the Debian packages named as arguments that are not installed yet
+  local missing=()
+  mapfile -t missing < <(missing_packages "$@")
   [ ${#missing[@]} -eq 0 ] && return 0
   if [ "$(id -u)" -ne 0 ]; then
     if command -v sudo >/dev/null 2>&1; then
       say "installing apt packages with sudo: ${missing[*]}"
-      sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+      sudo apt-get update -qq
+      mapfile -t missing < <(installable "${missing[@]}")
+      sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
       return 0
     fi
     say "not root: please install ${missing[*]}" ; return 0
   fi
   say "installing apt packages: ${missing[*]}"
   apt-get update -qq
+  mapfile -t missing < <(installable "${missing[@]}")
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   # Debian's mosquitto package starts a broker on :1883; the agent and tests start their own
   # (rabbitmq-server's too).

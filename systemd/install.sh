@@ -122,10 +122,12 @@ check_python() {
 }
 
 apt_runtime() {
-  local missing=() pkg
+  # A name an installed package provides counts (Debian 13's libasound2t64 provides libasound2).
+  local missing=() pkg names
+  names="$(dpkg-query -W -f='${Status}\t${Package}, ${Provides}\n' 2>/dev/null \
+    | sed -n 's/^install ok installed\t//p' | tr ',' '\n' | sed 's/^ *//; s/ *(.*//; /^$/d')"
   for pkg in "${APT_RUNTIME[@]}"; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" \
-      || missing+=("$pkg")
+    grep -qxF "$pkg" <<<"$names" || missing+=("$pkg")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
   if [ -n "$DESTDIR" ] || ! command -v apt-get >/dev/null 2>&1; then
@@ -134,6 +136,15 @@ apt_runtime() {
   fi
   say "installing apt packages: ${missing[*]}"
   apt-get update -qq
+  # A name with no candidate whose 64-bit time_t successor has one is replaced by it (Ubuntu
+  # 24.04: libasound2 -> libasound2t64).
+  local i
+  for i in "${!missing[@]}"; do
+    if ! apt-cache policy "${missing[$i]}" 2>/dev/null | grep -q '^ *Candidate: [^(]' \
+       && apt-cache policy "${missing[$i]}t64" 2>/dev/null | grep -q '^ *Candidate: [^(]'; then
+      missing[$i]="${missing[$i]}t64"
+    fi
+  done
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 

@@ -1,0 +1,163 @@
+"""The platform matrix's roots: one cached ``mmdebstrap`` root per distribution and processor.
+
+Used by ``tests/platforms/`` (opt-in, ``TTS_AGENT_TEST_PLATFORMS=1``, root); see
+``docs/platforms.md``. A root holds only what a fresh install of the release has (plus
+``ca-certificates``): ``./build.sh`` inside it installs the project's own apt packages. Roots
+are built once and cached under ``.cache/platforms/`` (keyed by release, processor, mirror
+and package list); each run works in a copy. Foreign processors run under ``qemu-user``
+through binfmt (the kernel's, registered by the package ``qemu-user-static``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.support import REPO
+from tests.support.nspawn import run
+
+CACHE = REPO / ".cache" / "platforms"
+DEBIAN = "http://deb.debian.org/debian"
+UBUNTU = "http://archive.ubuntu.com/ubuntu"
+UBUNTU_PORTS = "http://ports.ubuntu.com/ubuntu-ports"
+PACKAGES = ("ca-certificates",)
+# This machine's clock is ahead of the mirror's Release files (their Valid-Until has passed).
+APT_OPTIONS = ('Acquire::Check-Valid-Until "false"',)
+TOOLS = {"mmdebstrap": "mmdebstrap", "systemd-nspawn": "systemd-container",
+         "qemu-aarch64-static": "qemu-user-static", "update-binfmts": "binfmt-support"}
+HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")
+CONSTRAINTS = "/etc/tts-matrix-constraints.txt"
+
+
+@dataclass(frozen=True)
+class Platform:
+    """One row of the matrix: a release of a distribution on one processor."""
+
+    name: str  # the row's id, e.g. "debian13-arm64"
+    title: str  # for the table, e.g. "Debian 13 (trixie)"
+    suite: str
+    arch: str  # Debian's name: amd64, arm64
+    mirror: str
+    components: str = "main"
+    pins: tuple[str, ...] = ()  # pip constraints inside this row's test only (docs/platforms.md)
+    keyring: str = ""  # the archive's keyring, when the host does not have it: "ubuntu"
+
+    @property
+    def emulated(self) -> bool:
+        return self.arch != host_arch()
+
+
+QEMU7_PINS = ("onnxruntime<1.28",)
+PLATFORMS = (
+    Platform("debian12-amd64", "Debian 12 (bookworm)", "bookworm", "amd64", DEBIAN),
+    Platform("debian13-amd64", "Debian 13 (trixie)", "trixie", "amd64", DEBIAN),
+    Platform("ubuntu2404-amd64", "Ubuntu 24.04 (noble)", "noble", "amd64", UBUNTU,
+             "main,universe", keyring="ubuntu"),
+    # Under the host's qemu-user 7.2 onnxruntime 1.28 and later crash on import (#25; the
+    # evidence is in docs/platforms.md): the emulated rows run the newest release before them.
+    Platform("debian13-arm64", "Debian 13 (trixie)", "trixie", "arm64", DEBIAN,
+             pins=QEMU7_PINS),
+    Platform("debian12-arm64", "Debian 12 (bookworm)", "bookworm", "arm64", DEBIAN,
+             pins=QEMU7_PINS),
+    Platform("ubuntu2404-arm64", "Ubuntu 24.04 (noble)", "noble", "arm64", UBUNTU_PORTS,
+             "main,universe", pins=QEMU7_PINS, keyring="ubuntu"),
+)
+
+
+def host_arch() -> str:
+    return {"x86_64": "amd64", "aarch64": "arm64"}.get(os.uname().machine, os.uname().machine)
+
+
+def ensure_tools() -> None:
+    """Install mmdebstrap, systemd-nspawn and qemu-user-static when missing; enable binfmt."""
+    missing = sorted({pkg for tool, pkg in TOOLS.items() if shutil.which(tool) is None})
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    if missing:
+        run(["apt-get", "update", "-qq"], env=env)
+        run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", *missing], env=env)
+    binfmt = Path("/proc/sys/fs/binfmt_misc")
+    if not (binfmt / "register").exists():
+        run(["mount", "-t", "binfmt_misc", "binfmt_misc", str(binfmt)], check=False)
+    if not (binfmt / "qemu-aarch64").exists():
+        run(["update-binfmts", "--enable", "qemu-aarch64"], check=False)
+
+
+def root_path(platform: Platform) -> Path:
+    parts = (platform.suite, platform.arch, platform.mirror, platform.components,
+             *PACKAGES, *APT_OPTIONS)
+    key = hashlib.sha256(" ".join(parts).encode()).hexdigest()[:12]
+    return CACHE / f"{platform.name}-{key}"
+
+
+def mmdebstrap_args(platform: Platform, target: Path, keyring: Path | None = None) -> list[str]:
+    return ["mmdebstrap", "--variant=apt", f"--architectures={platform.arch}",
+            f"--components={platform.components}", f"--include={','.join(PACKAGES)}",
+            *(f"--aptopt={option}" for option in APT_OPTIONS),
+            *([f"--keyring={keyring}"] if keyring else []),
+            platform.suite, str(target), platform.mirror]
+
+
+def ubuntu_keyring() -> Path:
+    """Ubuntu's archive keyring from Debian's own package ``ubuntu-keyring`` (Debian 13 has it,
+    the Debian 12 host does not), fetched once with apt inside the Debian 13 root."""
+    out = CACHE / "ubuntu-keyring"
+    gpg = out / "usr/share/keyrings/ubuntu-archive-keyring.gpg"
+    if gpg.exists():
+        return gpg
+    helper = base_root(next(p for p in PLATFORMS if p.name == "debian13-amd64"))
+    out.mkdir(parents=True, exist_ok=True)
+    run(nspawn_command(helper, "cd /out && apt-get update -qq && apt-get download -qq "
+                       "ubuntu-keyring", binds=(f"{out}:/out",), writable=True), timeout=600)
+    [deb] = out.glob("ubuntu-keyring_*.deb")
+    run(["dpkg-deb", "-x", str(deb), str(out)])
+    return gpg
+
+
+def base_root(platform: Platform) -> Path:
+    """The cached root of ``platform`` (built with mmdebstrap on the first call)."""
+    root = root_path(platform)
+    if (root / ".complete").exists():
+        return root
+    building = root.with_name(root.name + ".new")
+    if building.exists():
+        run(["rm", "-rf", "--one-file-system", str(building)])
+    CACHE.mkdir(parents=True, exist_ok=True)
+    keyring = ubuntu_keyring() if platform.keyring == "ubuntu" else None
+    run(mmdebstrap_args(platform, building, keyring), timeout=3600)
+    (building / ".complete").touch()
+    building.rename(root)
+    return root
+
+
+def copy_clean_checkout(target: Path) -> None:
+    """A clean copy of the checkout: ``git archive HEAD`` (nothing built, no venv, no voice)."""
+    target.mkdir(parents=True, exist_ok=True)
+    archive = target.parent / "checkout.tar"
+    run(["git", "-C", str(REPO), "archive", "--format=tar", "-o", str(archive), "HEAD"])
+    run(["tar", "-x", "-f", str(archive), "-C", str(target)])
+    archive.unlink()
+
+
+def prepare_root(platform: Platform, root: Path) -> None:
+    """What the host adds to a copy of the root: the row's pip constraints (``PIP_CONSTRAINT``)."""
+    (root / CONSTRAINTS.lstrip("/")).write_text("".join(f"{pin}\n" for pin in platform.pins))
+
+
+def nspawn_command(root: Path, script: str, *, binds: tuple[str, ...] = (),
+                   writable: bool = False) -> list[str]:
+    """``systemd-nspawn`` running ``script`` in ``root`` (not booted: a chroot with /proc);
+    ``binds`` are read-only unless ``writable``."""
+    env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+           "LANG": "C.UTF-8", "HOME": "/root", "DEBIAN_FRONTEND": "noninteractive",
+           "PIP_CERT": "/etc/tts-host-ca.crt", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+           "PIP_DEFAULT_TIMEOUT": "180",
+           **({"PIP_CONSTRAINT": CONSTRAINTS} if (root / CONSTRAINTS.lstrip("/")).exists() else {})}
+    return ["systemd-nspawn", "--quiet", "--register=no", "--keep-unit", "--pipe",
+            f"--directory={root}", "--resolv-conf=copy-host", "--timezone=off",
+            f"--bind-ro={HOST_CA}:/etc/tts-host-ca.crt",
+            *(f"--bind{'' if writable else '-ro'}={bind}" for bind in binds),
+            *(f"--setenv={key}={value}" for key, value in env.items()),
+            "/bin/sh", "-c", script]
