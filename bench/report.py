@@ -23,7 +23,8 @@ PAGE = ROOT / "docs" / "performance.md"
 ORDER = ("compare_piper", "synth_levers", "phrase_cache", "daemon_startup", "import_weight",
          "wyoming_peers", "streaming_memory", "memory_settings", "model_reload", "mqtt_latency",
          "intelligibility", "quant_recipes", "encoder_precision",
-         "phoneme_parity", "text_normalizers", "text_accuracy", "normalizer_cost", "fleet_sim")
+         "phoneme_parity", "text_normalizers", "text_accuracy", "normalizer_cost", "fleet_sim",
+         "sync_start")
 """Sections in this order (the comparison with Piper first); other benches after, by name."""
 INTRO = """\
 # Performance

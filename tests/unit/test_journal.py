@@ -537,3 +537,21 @@ def test_a_replayed_request_keeps_its_chime(path: Path) -> None:
     _, jobs, _ = restart(path, replay=True)
     replayed = jobs.pop_above(None)
     assert replayed is not None and replayed.request.chime == "ding"
+
+
+def test_a_replayed_request_keeps_its_synchronized_start(path: Path) -> None:
+    # After a crash the start is past: the replay keeps it, so the player joins late at the
+    # sample due or does not play (audio.sync_late); it never plays from the beginning late.
+    journal = journal_at(path, replay=True)
+    journal.load()
+    tracker = RequestTracker(EventPublisher(Sent(), DEV), observer=journal)
+    at = time.time() - 3.0
+    synced = SpeakJob("synced", SpeakRequest("Doors closing.", start_at=at), None)
+    open_request(tracker, "synced", subject=synced)
+    plain = SpeakJob("plain", SpeakRequest("Mind the gap."), None)
+    open_request(tracker, "plain", subject=plain)
+    _, jobs, _ = restart(path, replay=True)
+    replayed = {job.request_id: job for job in (jobs.pop_above(None), jobs.pop_above(None))
+                if job is not None}
+    assert replayed["synced"].request.start_at == pytest.approx(at, abs=1e-3)
+    assert replayed["plain"].request.start_at is None
