@@ -214,16 +214,17 @@ def fit(lines: list[str], height: int) -> list[str]:
 
 
 _COLUMNS = ("DEVICE", "STATE", "GROUPS", "VOICE", "VERSION", "QUEUE", "HEALTH", "AGE",
-            "LAST ERROR")
+            "CLOCK", "LAST ERROR")
 
 
 def _cells(row: DeviceRow) -> tuple[str, ...]:
     """The row's cells, every string from the broker :func:`~agent.commands.shown` escaped."""
     queue = "-" if row.queue is None else f"{row.queue}/{row.pending or 0}"
     age = "-" if row.health_age_s is None else _age(row.health_age_s)
+    clock = "-" if row.clock_offset_ms is None else f"{row.clock_offset_ms:+.1f}ms"
     return tuple(shown(cell) for cell in (
         row.device, row.state, ",".join(row.groups) or "-", row.voice or "-",
-        row.version or "-", queue, row.health or "-", age, row.last_error or "-"))
+        row.version or "-", queue, row.health or "-", age, clock, row.last_error or "-"))
 
 
 def _age(seconds: float) -> str:
@@ -236,7 +237,8 @@ def _age(seconds: float) -> str:
 
 def format_rows(rows: list[DeviceRow]) -> list[str]:
     """The table: a header, then one line per device (columns padded to the widest cell;
-    QUEUE is jobs waiting / requests pending, AGE the health report's age)."""
+    QUEUE is jobs waiting / requests pending, AGE the health report's age, CLOCK the device's
+    clock less this one's when a ping measured it)."""
     table = [_COLUMNS, *(_cells(r) for r in rows)]
     widths = [max(len(line[i]) for line in table) for i in range(len(_COLUMNS) - 1)]
     return ["  ".join([*(c.ljust(w) for c, w in zip(line, widths, strict=False)), line[-1]])

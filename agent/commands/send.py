@@ -295,10 +295,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         connect(client, mqtt)
         if view is not None:
-            read_fleet(client, view, settle, args.probe, longest)
-        if (chosen := choose_start(args, view)) is not None:
+            read_fleet(client, view, settle, _probe(args), longest)
+        for line in choose_start(args, view):
             request_id, payload = build_payload(args)
-            print(f"tts-agent send: {chosen}", file=sys.stderr, flush=True)
+            print(f"tts-agent send: {line}", file=sys.stderr, flush=True)
         correlation = secrets.token_bytes(16) if reply is not None else None
         sent = client.publish(OutboundMessage(target, payload, response_topic=reply,
                                               correlation_data=correlation))
@@ -315,6 +315,12 @@ def run(args: argparse.Namespace) -> int:
                            single=True, progress=args.progress)
     finally:
         client.close(timeout=2)
+
+
+def _probe(args: argparse.Namespace) -> str:
+    """When the fleet is pinged: always for ``--sync`` (the pongs tell the members' clocks,
+    :mod:`agent.mqtt.clock_offset`), else as ``--probe`` says."""
+    return "always" if getattr(args, "sync", False) else str(args.probe)
 
 
 def _target(args: argparse.Namespace, namespace: Namespace) -> tuple[Topic, TopicFilter]:

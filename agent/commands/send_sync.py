@@ -29,6 +29,8 @@ DEFAULT_LEAD_S = 3.0
 NETWORK_S = 0.3
 """Added to the members' own leads for the way through the broker (s)."""
 MAX_LEAD_S = 3600.0
+SYNC_TARGET_MS = 20.0
+"""How far apart the members' clocks may be before ``--sync`` warns (ms)."""
 
 
 def register(subparsers: Any) -> None:
@@ -42,6 +44,9 @@ def add_options(speak: argparse.ArgumentParser) -> None:
                             "time, now + the lead (with --group/--all)")
     start.add_argument("--at", type=float, metavar="MS",
                        help="start at this Unix time in milliseconds (as --sync, chosen by you)")
+    speak.add_argument("--sync-target", type=float, default=SYNC_TARGET_MS, metavar="MS",
+                       help="--sync: warn when the members' clocks disagree by more than this "
+                            f"(default {SYNC_TARGET_MS:g} ms)")
     speak.add_argument("--lead", type=float, metavar="S",
                        help="--sync: seconds from now to the start (default: what the members' "
                             f"health asks for + {NETWORK_S:g} s, else {DEFAULT_LEAD_S:g} s)")
@@ -56,10 +61,11 @@ def check_options(args: argparse.Namespace) -> None:
                            "start: use --at MS)", status=USAGE)
 
 
-def choose_start(args: argparse.Namespace, view: FleetView | None) -> str | None:
-    """Set ``args.at`` for ``--sync`` (Unix ms); the line telling the choice, for stderr."""
+def choose_start(args: argparse.Namespace, view: FleetView | None) -> list[str]:
+    """Set ``args.at`` for ``--sync`` (Unix ms); the lines telling the choice and the members'
+    clocks, for stderr."""
     if not getattr(args, "sync", False):
-        return None
+        return []
     lead, why = args.lead, "--lead"
     if lead is None:
         lead, why = _lead_from(view, args.group)
@@ -69,7 +75,28 @@ def choose_start(args: argparse.Namespace, view: FleetView | None) -> str | None
     at = time.time() + lead
     args.at = round(at * 1000, 3)
     clock = datetime.fromtimestamp(at).strftime("%H:%M:%S.%f")[:-3]
-    return f"synchronized start at {clock} (in {lead:.2f} s: {why})"
+    return [f"synchronized start at {clock} (in {lead:.2f} s: {why})",
+            *_clock_lines(view, args.group, args.sync_target)]
+
+
+def _clock_lines(view: FleetView | None, group: str | None, target_ms: float) -> list[str]:
+    """A warning when the members' clocks disagree by more than ``target_ms`` (from the
+    probe's pongs, :mod:`agent.mqtt.clock_offset`), naming each member's offset."""
+    from agent.mqtt.clock_offset import disagreement_ms
+
+    clocks = {}
+    for device in sorted(view.members(group)) if view is not None else []:
+        record = view.record(device) if view is not None else None
+        if record is not None and record.clock is not None:
+            clocks[device] = record.clock
+    apart = disagreement_ms(clocks.values())
+    if apart <= target_ms:
+        return []
+    offsets = ", ".join(f"{d} {c.offset_ms:+.1f} ms (±{c.rtt_ms / 2:.1f})"
+                        for d, c in list(clocks.items())[:20])
+    return [f"warning: the members' clocks disagree by at least {apart:g} ms, more than the "
+            f"sync target of {target_ms:g} ms (--sync-target): they will start that far "
+            f"apart; set up NTP (docs/fleet.md#synchronized-group-speech). Offsets: {offsets}"]
 
 
 def _lead_from(view: FleetView | None, group: str | None) -> tuple[float, str]:

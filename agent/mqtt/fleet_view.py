@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from agent import jsonbound
+from agent.mqtt.clock_offset import ClockOffset, clock_offset
 from agent.mqtt.topics import TopicError
 from agent.outcomes import Outcome
 
@@ -34,8 +35,7 @@ SILENT_INTERVALS = 3
 """A health report older than this many health intervals makes an online device ``silent``."""
 DEFAULT_SETTLE_S = 1.0
 """How long the retained messages are collected when no more come (``--settle``)."""
-MAX_TEXT = 200
-"""Longest string kept from a message (a device id, a version, an error)."""
+MAX_TEXT = 200  # the longest string kept from a message (a device id, a version, an error)
 STATES = ("online", "conflict", "silent", "stopped", "offline", "unknown")  # State's words
 PROBES = ("auto", "always", "never")
 """When :func:`read_fleet` pings the fleet: no device in the retained topics, always, never."""
@@ -69,6 +69,7 @@ class DeviceRecord:
     queue: int | None = None
     pending: int | None = None
     sync_lead_ms: float | None = None  # the health's sync.lead_ms (send --sync)
+    clock: ClockOffset | None = None  # from the probe's ping (agent.mqtt.clock_offset)
     last_error: str | None = None
     """The worst reason of a health report that is not ``ok``."""
     conflict: bool = False  # the health report: another agent instance uses this device id
@@ -89,12 +90,13 @@ class DeviceRow:
     pending: int | None
     last_error: str | None
     health_age_s: float | None
+    clock_offset_ms: float | None = None  # its clock less ours, when a ping measured it
 
     def as_json(self) -> dict[str, Any]:
         return {"device": self.device, "state": self.state, "groups": list(self.groups),
                 "voice": self.voice, "version": self.version, "health": self.health,
                 "queue": self.queue, "pending": self.pending, "last_error": self.last_error,
-                "health_age_s": self.health_age_s}
+                "health_age_s": self.health_age_s, "clock_offset_ms": self.clock_offset_ms}
 
 
 class FleetView:
@@ -115,6 +117,7 @@ class FleetView:
         self._last_message = time.monotonic()
         self._changes = 0
         self._probe_id: str | None = None
+        self._probe_sent = 0.0
         self.answered = 0
         """Devices that answered the probe's ping."""
         self.cut_off_s: float | None = None
@@ -146,7 +149,7 @@ class FleetView:
     def probe(self, request_id: str) -> None:
         """From now on, :meth:`offer` takes the ``pong`` answers to the ping ``request_id``."""
         with self._cond:
-            self._probe_id = request_id
+            self._probe_id, self._probe_sent = request_id, time.time()
 
     def _take_pong(self, device: str, payload: bytes) -> bool:
         if len(payload) > self.max_message_bytes or b'"pong"' not in payload:
@@ -168,6 +171,7 @@ class FleetView:
             self.answered += 1
             status = data.get("status")
             _read_pong(record, status if isinstance(status, dict) else {})
+            record.clock = clock_offset(self._probe_sent, time.time(), data.get("ts"))
         return True
 
     def _take(self, kind: str, device: str, payload: bytes) -> None:
@@ -290,7 +294,8 @@ class FleetView:
         gone = record.health is not None and state in ("stopped", "offline", "silent")
         return DeviceRow(record.device, state, record.groups, record.voice, record.version,
                          "stale" if gone else record.health,  # the report of an agent gone
-                         record.queue, record.pending, record.last_error, age)
+                         record.queue, record.pending, record.last_error, age,
+                         None if record.clock is None else record.clock.offset_ms)
 
     def counts(self) -> dict[str, int]:
         """What was not kept: ``over_cap``, ``oversize``, ``invalid`` messages."""

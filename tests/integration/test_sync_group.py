@@ -1,14 +1,14 @@
 """A synchronized group speak (#30) end to end: ``tts-agent send --group G speak ... --sync
---wait`` over a real Mosquitto to two real agent processes, each playing into its own clock card
-(:mod:`tests.support.clock_card`, real alsa-lib, real-time, recording when each frame was due).
+--wait`` over a real Mosquitto to three real agent processes, each playing into its own clock
+card (:mod:`tests.support.clock_card`: real alsa-lib, real time, when each frame was due).
 
 Each member's utterance begins with a chime whose first sample is loud: it marks the start.
-One test checks, on one fleet: the lead chosen from the members' health; both members start
-their first sample at the shared time (within what tells a placed start from one a buffer off;
-the figures are ``bench/sync_start.py``'s); the account says so; a member told a start already
-past joins at the sample due rather than from the beginning; the same with ``audio.sync_late =
-skip`` does not play and says why; and a plain speak sent while a synchronized one waits for
-its time is played first.
+One test checks, on one fleet: the lead chosen from the members' health; every member starts
+its first sample at the shared time (within what tells a placed start from one a buffer off;
+the figures are ``bench/sync_start.py``'s); the account says so; ``fleet --probe always`` shows
+each member's clock offset; with a lead too short, members join at the sample due rather than
+from the beginning, and the one with ``audio.sync_late = skip`` does not play and says why.
+That a waiting start blocks nothing is the player's test (``test_sync_start.py``).
 """
 
 from __future__ import annotations
@@ -116,6 +116,15 @@ def test_a_group_starts_together_and_late_members_join_or_skip(
     starts = {device: gong_at(card, sent) for device, card in cards.items()}
     off = {device: round((start - at) * 1000, 2) for device, start in starts.items()}
     assert all(abs(ms) < PLACED_S * 1000 for ms in off.values()), off
+
+    # The fleet view measures each member's clock against this one with a ping.
+    shown = agent_cli("fleet", "--group", "hall", "--probe", "always", env=env, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0].split()[8] == "CLOCK", lines[0]
+    clocks = {line.split()[0]: line.split()[8] for line in lines[1:]}
+    assert set(clocks) == set(MEMBERS), shown.stdout
+    assert all(abs(float(c.removesuffix("ms"))) < 1000 for c in clocks.values()), clocks
 
     # A lead too short to synthesize in: every member is late when the time comes.
     finals, err, status = send(env, "speak", "The doors are closing now, please stand clear "

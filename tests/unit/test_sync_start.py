@@ -88,3 +88,38 @@ def test_at_is_admitted_in_ms_and_refused_when_far_ahead() -> None:
     assert "more than 60 minutes ahead" in microseconds.reason
     with pytest.raises(ValueError, match="greater than 0"):
         SpeakCommand.model_validate({"text": "x", "at": -5})
+
+
+def test_a_clock_offset_is_the_pong_time_less_the_midpoint_within_half_the_round_trip() -> None:
+    from agent.mqtt.clock_offset import ClockOffset, clock_offset, disagreement_ms
+
+    assert clock_offset(100.0, 100.010, 100.105) == ClockOffset(100.0, 10.0)
+    assert clock_offset(100.0, 100.010, "soon") is None and clock_offset(1, 0, 0.5) is None
+    assert clock_offset(100.0, 100.010, True) is None
+    near = [ClockOffset(0.0, 10.0), ClockOffset(4.0, 10.0)]  # bounds overlap: could agree
+    assert disagreement_ms(near) == 0.0
+    apart = [ClockOffset(-30.0, 10.0), ClockOffset(40.0, 20.0)]
+    assert disagreement_ms(apart) == 40.0 - 10.0 - (-30.0 + 5.0)  # 30 - (-25) = 55 ms
+
+
+def test_sync_warns_when_the_members_clocks_disagree() -> None:
+    import argparse
+
+    from agent.commands.send_sync import choose_start
+    from agent.mqtt.clock_offset import ClockOffset
+    from agent.mqtt.fleet_view import DeviceRecord, FleetView
+    from agent.mqtt.topics import Namespace
+
+    view = FleetView(Namespace("tts"), default_interval_s=30)
+    for device, offset in (("a", 0.0), ("b", 2.0), ("c", 80.0)):
+        view._records[device] = record = DeviceRecord(device)
+        record.status, record.groups, record.sync_lead_ms = "online", ("hall",), 900.0
+        record.clock = ClockOffset(offset, 4.0)
+    args = argparse.Namespace(sync=True, lead=None, group="hall", device=None, at=None,
+                              sync_target=20.0)
+    lines = choose_start(args, view)
+    assert lines[0].startswith("synchronized start at") and "asks for 0.90 s" in lines[0]
+    assert args.at is not None
+    assert "disagree by at least 76 ms" in lines[1] and "c +80.0 ms" in lines[1], lines
+    view._records["c"].clock = ClockOffset(5.0, 4.0)
+    assert len(choose_start(args, view)) == 1  # within the target: no warning
