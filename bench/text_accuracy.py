@@ -215,6 +215,11 @@ def _share(cell: tuple[int, int] | None) -> str:
     return "" if cell is None else f"{100 * cell[0] / cell[1]:.0f} %"
 
 
+def _sum(*cells: tuple[int, int] | list[int] | None) -> tuple[int, int]:
+    """Rows read right and rows, over several sets' cells of one kind."""
+    return (sum(c[0] for c in cells if c), sum(c[1] for c in cells if c))
+
+
 def block(document: dict[str, Any]) -> str:
     """The generated part of docs/text.md, from the results file alone."""
     dev, held = (document["raw"][name] for name in SETS)
@@ -224,6 +229,8 @@ def block(document: dict[str, Any]) -> str:
         right, total = result["categories"]["overall"]
         return f"**{right} of {total} ({100 * right / total:.1f} %)**"
 
+    whole = figure({"categories": {"overall": _sum(dev["categories"]["overall"],
+                                                   held["categories"]["overall"])}})
     lines = [BEGIN, "",
              f"The normalizer reads {figure(dev)} of the development corpus "
              f"(`{dev['corpus']}`, the announcements the rules are written against) and "
@@ -231,13 +238,15 @@ def block(document: dict[str, Any]) -> str:
              "their phonemes on the real espeak-ng "
              f"(run {document['date'][:10]}, commit `{commit}`). The held-out set was written "
              "without seeing the rules and is run only to measure how far they generalize: "
-             "the rules are never tuned on it and none of its rows may be edited to pass.",
-             "", "| category | development | rows | held-out | rows |", "|---|---|---|---|---|"]
+             "the rules are never tuned on it and none of its rows may be edited to pass. "
+             f"Both together, the whole corpus: {whole}.",
+             "", "| category | development | rows | held-out | rows | whole corpus |",
+             "|---|---|---|---|---|---|"]
     kinds = [*dev["categories"], *(k for k in held["categories"] if k not in dev["categories"])]
     for kind in (k for k in kinds if k != "overall"):
         d, h = dev["categories"].get(kind), held["categories"].get(kind)
         lines.append(f"| {kind} | {_share(d)} | {d[1] if d else 0} | {_share(h)} | "
-                     f"{h[1] if h else 0} |")
+                     f"{h[1] if h else 0} | {_share(_sum(d, h))} |")
     misses = dev["misses"]
     lines += ["", "Development rows read wrong: " + (
         "none." if not misses else "; ".join(f"`{m['input']}` ({m['category']}) as "

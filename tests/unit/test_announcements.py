@@ -123,5 +123,6 @@ def test_the_page_shows_both_sets_per_kind(accuracy: ModuleType) -> None:
     text = accuracy.block(document)
     assert "**1 of 2 (50.0 %)** of the development corpus" in text
     assert "**3 of 4 (75.0 %)** of the held-out set" in text
-    assert "| date | 50 % | 2 |  | 0 |" in text
-    assert "| unit |  | 0 | 75 % | 4 |" in text
+    assert "| date | 50 % | 2 |  | 0 | 50 % |" in text
+    assert "| unit |  | 0 | 75 % | 4 | 75 % |" in text
+    assert "the whole corpus: **4 of 6 (66.7 %)**" in text
