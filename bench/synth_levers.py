@@ -43,7 +43,7 @@ def _runtime(**fields: Any) -> Change:
 
 
 LEVERS: dict[str, tuple[str, Change, tuple[int, ...]]] = {
-    "default": ("before: one window at a time, spinning on", lambda options: {}, (1, 2)),
+    "default": ("the default: one window at a time, spinning on", lambda options: {}, (1, 2)),
     "spin0": ("intra-op spinning off", _runtime(allow_spinning=False), (2,)),
     "pinned": ("threads pinned to CPUs 0-1", _runtime(affinity_cpus=(0, 1)), (2,)),
     "arena0": ("CPU memory arena off", _runtime(enable_cpu_mem_arena=False), (1, 2)),
@@ -60,7 +60,7 @@ LEVERS: dict[str, tuple[str, Change, tuple[int, ...]]] = {
     "whole": ("streaming off (sentences decoded whole)", lambda o: {"stream_first_frames": 0},
               (1, 2)),
     "workers2": ("2 decoder windows at once", _runtime(decode_workers=2), (2,)),
-    "workers2_spin0": ("2 windows at once, spinning off (kept: generic-x86_64)",
+    "workers2_spin0": ("2 windows at once, spinning off (for a busy host; no profile ships it)",
                        _runtime(decode_workers=2, allow_spinning=False), (2,)),
 }
 """Lever -> (what it is, what it changes, the thread counts it is measured at)."""

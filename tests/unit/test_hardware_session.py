@@ -221,9 +221,14 @@ def test_the_librarys_voices_run_with_the_profiles_session_options(
     assert list((tmp_path / "cache" / "ort").glob("*.onnx"))  # the optimised-model cache
 
 
-def test_decode_workers_and_spinning_of_the_x86_64_profile_reach_the_voice(
-        tmp_path: Path) -> None:
-    checkout = settings(tmp_path, synthesis={"profiles_dir": str(PROFILES)})  # not the venv's
+def test_decode_workers_and_spinning_of_a_profile_reach_the_voice(tmp_path: Path) -> None:
+    profiles = tmp_path / "profiles"  # the shipped x86_64 profile, set for a busy host
+    profiles.mkdir()
+    shipped = (PROFILES / "generic-x86_64.toml").read_text()
+    assert "\ndecode_workers" not in shipped  # one window at a time where nothing is set
+    (profiles / "generic-x86_64.toml").write_text(shipped.replace(
+        "[runtime]\n", "[runtime]\nallow_spinning = false\ndecode_workers = 2\n"))
+    checkout = settings(tmp_path, synthesis={"profiles_dir": str(profiles)})
     eff = resolve_profile(checkout, sysroot=sysroot("container-2cpu"))
     runtime = eff.runtime.options
     assert (eff.name, runtime.intra_op_threads, runtime.decode_workers) == ("generic-x86_64", 2, 2)
