@@ -184,8 +184,7 @@ def main(argv: list[str] | None = None) -> int:
                        "add the offset between their clocks.")
     print(json.dumps({"error_ms": error, "spread_ms": spread, "late": raw["late"],
                       "load": raw["load_before"]}, indent=1))
-    path = write_result("sync_start", figures, args, raw=raw)
-    print(f"results: {path}")
+    write_result("sync_start", figures, args, raw=raw)
     return 0
 
 
