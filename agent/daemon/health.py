@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         MqttSection,
         PhraseCacheSection,
         QueueSection,
+        SyncSection,
     )
     from agent.health.snapshot import Health
     from agent.library.voices import VoiceLibrary
@@ -139,7 +140,7 @@ def add_sections(health: Health, parts: ServiceParts) -> None:
         health.add_provider("lexicon", lexicon_status)
 
 
-def sync_section(player: AudioPlayer, health: Health, settings: Settings) -> dict[str, object]:
+def sync_section(player: AudioPlayer, health: Health, settings: Settings) -> SyncSection:
     """What a controller needs for a synchronized group speak (docs/fleet.md): the least lead
     this device asks for (:func:`agent.audio.sync_start.lead_ms`), the output latency it adds
     to ALSA's delay and what it does when late."""

@@ -58,6 +58,7 @@ GAUGES: Mapping[str, frozenset[str]] = {
     "lexicon": frozenset({"loaded", "entries", "loaded_at"}),
     "wyoming": frozenset({"enabled", "listening", "port", "clients", "max_clients",
                           "max_syntheses"}),
+    "sync": frozenset({"lead_ms", "output_latency_ms"}),
 }
 """Section keys that go up and down (every other number is a gauge too; a unit test makes sure
 each number of a typed section is named in one of the two tables)."""

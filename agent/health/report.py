@@ -14,35 +14,12 @@ from agent.outcomes import SpeakOutcome
 if TYPE_CHECKING:
     from agent.audio.stats import DeviceInfo, PlayerState, VolumeControl
 
-__all__ = [
-    "AudioSection",
-    "DiskUsage",
-    "HardwareSection",
-    "HealthReport",
-    "HealthSummary",
-    "InstanceSection",
-    "JournalSection",
-    "LexiconSection",
-    "LoadedVoice",
-    "MqttSection",
-    "PhraseCacheSection",
-    "ProviderError",
-    "Quantiles",
-    "QueueSection",
-    "ReloadRecord",
-    "RequestWindow",
-    "RequestsSection",
-    "SettingsSection",
-    "State",
-    "SystemReading",
-    "SystemSection",
-    "ThermalZone",
-    "Throttled",
-    "VoicesSection",
-    "WorkerReport",
-    "WorkerState",
-    "WyomingSection",
-]
+__all__ = ["AudioSection", "DiskUsage", "HardwareSection", "HealthReport", "HealthSummary",
+           "InstanceSection", "JournalSection", "LexiconSection", "LoadedVoice", "MqttSection",
+           "PhraseCacheSection", "ProviderError", "Quantiles", "QueueSection", "ReloadRecord",
+           "RequestWindow", "RequestsSection", "SettingsSection", "State", "SyncSection",
+           "SystemReading", "SystemSection", "ThermalZone", "Throttled", "VoicesSection",
+           "WorkerReport", "WorkerState", "WyomingSection"]
 
 State = Literal["ok", "degraded", "failing"]
 """The overall verdict, best first."""
@@ -370,6 +347,14 @@ class HealthSummary(TypedDict):
     reasons: list[str]
 
 
+class SyncSection(TypedDict):
+    """:func:`agent.daemon.health.sync_section`: what a synchronized start needs (fleet.md)."""
+
+    lead_ms: int
+    output_latency_ms: float
+    late: Literal["join", "skip"]
+
+
 class HealthReport(TypedDict):
     """The full report, in the order it is serialized. The provider sections follow
     ``system`` in the order they were registered."""
@@ -395,5 +380,6 @@ class HealthReport(TypedDict):
     settings: NotRequired[SettingsSection | ProviderError]
     hardware: NotRequired[HardwareSection | ProviderError]
     phrase_cache: NotRequired[PhraseCacheSection | ProviderError]
+    sync: NotRequired[SyncSection | ProviderError]
     lexicon: NotRequired[LexiconSection | ProviderError]
     wyoming: NotRequired[WyomingSection | ProviderError]

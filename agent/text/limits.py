@@ -9,6 +9,7 @@ pipeline to check a text (docs/architecture.md).
 
 from __future__ import annotations
 
+import re
 from typing import Final, Literal
 
 __all__ = ["DEFAULT_MAX_TEXT_CHARS", "EMPTY", "HARD_MAX_TEXT_CHARS", "NUL", "RAW_FACTOR",
@@ -28,6 +29,8 @@ itself applies to the cleaned text)."""
 
 EMPTY: Final = "text is empty"
 NUL: Final = "text contains a NUL character"
+SURROGATE: Final = "text contains a lone surrogate (U+D800-U+DFFF): it is not valid Unicode"
+_SURROGATES: Final = re.compile("[\ud800-\udfff]")
 
 
 def too_long(limit: int, length: int | None = None) -> str:
@@ -38,13 +41,16 @@ def too_long(limit: int, length: int | None = None) -> str:
 
 def text_problem(text: object, max_chars: int) -> tuple[TextCode, str] | None:
     """The code and reason of a request's text outside the bounds, in this order: not a
-    string, empty (white space only), a NUL character, longer than ``max_chars``."""
+    string, empty (white space only), a NUL character or a lone surrogate (JSON's ``\\ud800``
+    escapes decode to one; no encoder takes it), longer than ``max_chars``."""
     if not isinstance(text, str):
         return "bad-request", "text must be a string"
     if not text.strip():
         return "empty-text", EMPTY
     if "\0" in text:
         return "bad-text", NUL
+    if _SURROGATES.search(text):
+        return "bad-text", SURROGATE
     if len(text) > max_chars:
         return "text-too-long", too_long(max_chars, len(text))
     return None

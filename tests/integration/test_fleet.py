@@ -146,7 +146,8 @@ def test_fleet_filters_and_json(fleet: Settings) -> None:
     assert set(devices) == {"lobby-1", "lobby-2"}
     assert list(devices["lobby-1"]) == ["device", "state", "groups", "voice", "version",
                                         "health", "queue", "pending", "last_error",
-                                        "health_age_s"]
+                                        "health_age_s", "clock_offset_ms"]
+    assert devices["lobby-1"]["clock_offset_ms"] is None  # no ping: not measured
     one = devices["lobby-1"]
     assert one["state"] == "online" and one["groups"] == ["lobby"] and one["voice"] == "tiny-test"
     assert one["health"] in ("ok", "degraded") and one["queue"] == 0
@@ -216,12 +217,15 @@ def test_the_ping_probe_does_not_disturb_the_retained_view(fleet: Settings) -> N
         result = tts("fleet", "--json", "--settle", "2", *args, settings=fleet)
         assert result.returncode == 0, result.stderr
         document = json.loads(result.stdout)
-        return document, {d["device"]: {k: v for k, v in d.items() if k != "health_age_s"}
+        return document, {d["device"]: {k: v for k, v in d.items()
+                                        if k not in ("health_age_s", "clock_offset_ms")}
                           for d in document["devices"]}
 
     read, retained = rows("--probe", "never")
     pinged, probed = rows("--probe", "always")
-    assert probed == retained, (probed, retained)
+    assert probed == retained, (probed, retained)  # the ping adds the clocks, changes nothing
+    clocks = {d["device"]: d["clock_offset_ms"] for d in pinged["devices"]}
+    assert isinstance(clocks["lobby-1"], float) and clocks["hall-1"] is None, clocks
     assert set(retained) == {"lobby-1", "lobby-2", "hall-1", "old-1"}
     assert read["answered_ping"] == 0 and pinged["answered_ping"] == 1
     auto, _ = rows()

@@ -43,6 +43,7 @@ def refusal(ask: Ask, context: Context = CONTEXT) -> Refusal:
     (Ask(5), Code.BAD_REQUEST, "text must be a string"),
     (Ask(" \n\t"), Code.EMPTY_TEXT, "text is empty"),
     (Ask("a\0b"), Code.BAD_TEXT, "text contains a NUL character"),
+    (Ask("\ud800 lone \udfff"), Code.BAD_TEXT, "lone surrogate"),
     (Ask("x" * 51), Code.TEXT_TOO_LONG, "text is longer than 50 characters (51)"),
     (Ask("<speak>Hi"), Code.BAD_SSML, "malformed SSML"),
     (Ask("Hello", ssml=True), Code.BAD_SSML, "malformed SSML"),
