@@ -8,6 +8,7 @@ controller or ``mosquitto_pub`` would.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from types import TracebackType
 from typing import Any
@@ -46,7 +47,8 @@ class RawPublisher:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self._client.disconnect()
-        self._client.loop_stop()
+        with contextlib.suppress(AttributeError):  # paho clears its thread as it ends: a race
+            self._client.loop_stop()
 
     def publish(self, topic: str, payload: bytes, timeout: float = CONNECT_TIMEOUT_S, *,
                 response_topic: str | None = None, correlation: bytes | None = None) -> None:
