@@ -29,7 +29,7 @@ class SyncStart:
     at_unix: float
     """Unix time (s) the first sample must reach the speaker: the clock devices share."""
     at: float
-    """The same instant on ``time.monotonic()`` (converted once, when the request arrives)."""
+    """The same instant on ``time.monotonic()`` (converted once, when its play item is made)."""
     late: LatePolicy = "join"
 
     @classmethod

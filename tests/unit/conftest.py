@@ -20,9 +20,13 @@ import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
+
+_REPO = Path(__file__).resolve().parents[2]
 
 MOVE = "unit tests run in one process; a test that needs this belongs in tests/integration/"
 
@@ -118,3 +122,14 @@ def one_process(monkeypatch: pytest.MonkeyPatch) -> Iterator[OneProcess]:
     yield guard
     if guard.violations:
         pytest.fail("\n".join(dict.fromkeys(guard.violations)), pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def accuracy() -> Iterator[ModuleType]:
+    """``bench/text_accuracy.py`` as a module (the English and the per-language sets' tests)."""
+    mp = pytest.MonkeyPatch()
+    mp.syspath_prepend(str(_REPO / "bench"))
+    import text_accuracy
+
+    yield text_accuracy
+    mp.undo()

@@ -13,7 +13,6 @@ never listed). ``docs/text.md`` shows both sets' shares from
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
@@ -29,16 +28,6 @@ CATEGORIES = {"cardinal", "decimal", "ordinal", "currency", "time", "date", "yea
               "score", "fraction", "percent", "temperature", "unit", "phone", "code",
               "abbreviation", "initialism", "acronym", "roman", "symbol", "url_email"}
 """Every category #16 lists."""
-
-
-@pytest.fixture(scope="module")
-def accuracy() -> Iterator[ModuleType]:
-    mp = pytest.MonkeyPatch()
-    mp.syspath_prepend(str(REPO / "bench"))
-    import text_accuracy
-
-    yield text_accuracy
-    mp.undo()
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ per-language announcement sets read right by their phonemes on the real espeak-n
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from types import ModuleType
 
 import pytest
@@ -151,16 +150,6 @@ def test_hostile_input_finishes(unit: str) -> None:
 
 
 # --- the per-language sets (bench/corpus/announcements.<code>.tsv) ---------------------------
-
-
-@pytest.fixture(scope="module")
-def accuracy() -> Iterator[ModuleType]:
-    mp = pytest.MonkeyPatch()
-    mp.syspath_prepend(str(REPO / "bench"))
-    import text_accuracy
-
-    yield text_accuracy
-    mp.undo()
 
 
 @pytest.mark.parametrize("language", ["de", "fr", "es"])
