@@ -23,7 +23,9 @@ TEXT = ("The westbound train to the airport is running about eight minutes late 
 def load(voice_dir: Path, cache: Path, workers: int) -> Voice:
     runtime = RuntimeOptions(intra_op_threads=2, decode_workers=workers,
                              allow_spinning=workers == 1, optimized_cache_dir=cache)
-    return Voice.load(voice_dir, VoiceOptions(variant="int8", runtime=runtime))
+    # Growth fixed: automatic growth follows each load's warm-up timing, so two loads could cut
+    # the sentence into different windows.
+    return Voice.load(voice_dir, VoiceOptions(variant="int8", runtime=runtime, stream_growth=2))
 
 
 def decoding_threads(voice: Voice) -> list[str]:

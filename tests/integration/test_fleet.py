@@ -185,6 +185,16 @@ def test_fleet_watch_prints_changes_and_ends_with_ctrl_c(fleet: Settings,
             process.wait(10)
 
 
+def redrawn(seen: bytes) -> bool:
+    """Whether ``seen`` holds a redraw whose table has arrived whole (a read may end mid-table)."""
+    if seen.count(_CLEAR) < 2:
+        return False
+    last = seen.rsplit(_CLEAR, 1)[-1].decode(errors="replace").replace("\r", "")
+    lines = last.splitlines()
+    return (last.endswith("\n") and len(lines) >= 5
+            and lines[0].split()[:2] == ["DEVICE", "STATE"])
+
+
 def test_fleet_watch_redraws_in_place_on_a_terminal(fleet: Settings) -> None:
     leader, follower = pty.openpty()
     process = subprocess.Popen([*AGENT, "fleet", "--watch"],
@@ -193,7 +203,7 @@ def test_fleet_watch_redraws_in_place_on_a_terminal(fleet: Settings) -> None:
     seen = b""
     try:
         deadline = time.monotonic() + 60
-        while seen.count(_CLEAR) < 2 and time.monotonic() < deadline:  # drawn, then redrawn
+        while not redrawn(seen) and time.monotonic() < deadline:  # drawn, then redrawn whole
             ready, _, _ = select.select([leader], [], [], 1.0)
             if ready:
                 seen += os.read(leader, 65536)
