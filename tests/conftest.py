@@ -31,6 +31,13 @@ REAL_MODELS = ROOT / "models"
 REAL_VOICE = "en_US-joe-medium"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The ``slow`` tests first (in their own order), the rest as collected: pytest-xdist's
+    ``load`` schedule hands the first tests out first, so the longest ones start at once, in
+    parallel with the rest, instead of being the tail that the whole run waits on."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture(scope="session")
 def tiny_models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A read-only-by-convention models dir holding the tiny voice; copy it before changing it."""

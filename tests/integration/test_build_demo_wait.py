@@ -15,6 +15,8 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.support import REPO
 
 BUILD_SH = REPO / "build.sh"
@@ -54,6 +56,7 @@ def run_wait(tmp_path: Path, *, answers_after: int, agent: str = "sleep 300",
                           timeout=240, check=False)
 
 
+@pytest.mark.slow
 def test_a_slow_start_is_waited_for_beyond_thirty_tries(tmp_path: Path) -> None:
     done = run_wait(tmp_path, answers_after=32)
     assert done.returncode == 0, done.stderr

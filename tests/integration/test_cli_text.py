@@ -56,6 +56,7 @@ def test_synth_and_phonemize_refuse_it(tiny_voice_dir: Path, tmp_path: Path, arg
     assert not wav.exists()
 
 
+@pytest.mark.slow
 def test_phonemize_shows_the_normalized_words(tiny_voice_dir: Path) -> None:
     def phonemes(text: str, **env: str) -> str:
         result = tts("phonemize", "--json", "--text", text, models=tiny_voice_dir.parent, **env)

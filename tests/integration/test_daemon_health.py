@@ -272,6 +272,7 @@ def test_sighup_reloads_settings_and_voices(
         stop_gracefully(agent, notify)
 
 
+@pytest.mark.slow
 def test_a_hung_synthesis_worker_stops_the_watchdog_while_the_rest_runs(
     mqtt_broker: Broker, tmp_path: Path, notify: NotifySocket,
 ) -> None:

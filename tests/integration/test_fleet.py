@@ -318,6 +318,7 @@ def test_group_speak_with_a_member_stopped_names_it(lobby: Settings, mqtt_broker
     assert "tts-agent send: no answer: lobby-3" in lines, result.stderr
 
 
+@pytest.mark.slow
 def test_a_member_stopped_cleanly_is_named_not_failed_and_fleet_forget_retires_it(
         lobby: Settings, mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Path) -> None:
     """#28 item 8. A member whose retained status says stopped is named in the summary but does
@@ -361,6 +362,7 @@ def test_a_member_stopped_cleanly_is_named_not_failed_and_fleet_forget_retires_i
     assert "lobby-3" not in result.stderr, result.stderr
 
 
+@pytest.mark.slow
 def test_a_member_whose_last_will_comes_during_the_wait_is_not_waited_for(
         lobby: Settings, mqtt_broker: Broker, tiny_voice_dir: Path, tmp_path: Path) -> None:
     """SIGSTOP with a 15 s keepalive: still online when the membership is read (the broker
@@ -487,6 +489,7 @@ class RetainedStream:
         self.recorder.__exit__(*exc)
 
 
+@pytest.mark.slow
 def test_a_retained_read_cut_off_at_its_limit_is_said(lobby: Settings,
                                                       mqtt_broker: Broker) -> None:
     """#27 item 10: the read stops at 20 x --settle (at least 10 s, or --read-limit) while
@@ -517,6 +520,7 @@ def test_a_retained_read_cut_off_at_its_limit_is_said(lobby: Settings,
             refused.stderr
 
 
+@pytest.mark.slow
 def test_a_group_wait_with_its_membership_cut_off_exits_3(lobby: Settings,
                                                          mqtt_broker: Broker) -> None:
     """#27 item 10: every member read answers, but the read was cut off (at 20 x --settle 0.5:

@@ -52,6 +52,7 @@ def test_default_config_is_valid_for_the_service() -> None:
     assert '"dir": "/var/lib/tts-agent/models"' in result.stdout
 
 
+@pytest.mark.slow
 def test_install_lays_out_the_service_and_uninstall_leaves_nothing(tmp_path: Path) -> None:
     root = tmp_path / "root"
     result = install_sh("install", str(ROOT), "--destdir", str(root), "--no-pip")
@@ -98,6 +99,7 @@ def test_install_lays_out_the_service_and_uninstall_leaves_nothing(tmp_path: Pat
     assert everything_under(root) == []
 
 
+@pytest.mark.slow
 def test_the_last_lines_say_what_was_laid_out_and_what_to_set_next(tmp_path: Path) -> None:
     """#28 item 15: the voice's variants (an fp32-only voice says so, with the command that
     adds int8) and the broker, sound device and device id the service starts with, in the
@@ -135,6 +137,7 @@ def test_the_last_lines_say_what_was_laid_out_and_what_to_set_next(tmp_path: Pat
     assert install_sh("uninstall", "--destdir", str(root), "--purge").returncode == 0
 
 
+@pytest.mark.slow
 def test_a_password_in_the_credential_store_is_kept(tmp_path: Path) -> None:
     root = tmp_path / "root"
     store = root / "etc/credstore"
@@ -152,6 +155,7 @@ def test_a_password_in_the_credential_store_is_kept(tmp_path: Path) -> None:
     assert everything_under(root) == []
 
 
+@pytest.mark.slow
 def test_an_unedited_install_uninstalls_to_nothing_including_systemd_state(
     tmp_path: Path,
 ) -> None:
@@ -169,6 +173,7 @@ def test_an_unedited_install_uninstalls_to_nothing_including_systemd_state(
     assert everything_under(root) == []
 
 
+@pytest.mark.slow
 def test_another_prefix_is_written_into_the_unit(tmp_path: Path) -> None:
     root = tmp_path / "root"
     result = install_sh("install", "--destdir", str(root), "--no-pip",
@@ -211,6 +216,7 @@ def test_unknown_arguments_are_errors(tmp_path: Path) -> None:
     assert install_sh("reinstall").returncode == 1
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("TTS_AGENT_TEST_INSTALL") != "1",
                     reason="set TTS_AGENT_TEST_INSTALL=1 to pip-install into a staging root")
 @pytest.mark.timeout(1200)  # pip installs everything: 7 minutes on a busy 2-core machine

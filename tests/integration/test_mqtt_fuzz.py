@@ -387,6 +387,7 @@ def _send(messages: list[Message], finals: Finals, raw: RawPublisher) -> None:
                     f"the answers to messages {start}-{start + len(window)}")
 
 
+@pytest.mark.slow
 def test_every_message_on_a_command_topic_gets_exactly_one_final(
         mqtt_broker: Broker, agent_log: tuple[subprocess.Popen[bytes], Path]) -> None:
     process, log_path = agent_log

@@ -36,6 +36,7 @@ def agent_process(settings: Settings, tmp_path: Path) -> Iterator[subprocess.Pop
         yield process
 
 
+@pytest.mark.slow
 @pytest.mark.brokers("mosquitto", "bridged", "rabbitmq")
 def test_sigkill_makes_the_broker_publish_offline(mqtt_broker: Broker,
                                                   agent_process: subprocess.Popen[bytes]) -> None:
@@ -62,6 +63,7 @@ def test_sigterm_stops_cleanly(mqtt_broker: Broker, agent_process: subprocess.Po
     assert "offline" not in states  # a clean disconnect does not fire the Last Will
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["5", "3.1.1"])
 def test_send_wait_prints_the_final_event(mqtt_broker: Broker, tiny_voice_dir: Path,
                                           tmp_path: Path, protocol: str) -> None:

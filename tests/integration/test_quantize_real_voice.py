@@ -12,6 +12,7 @@ from agent.quantize.int8_bundle import build_int8_bundle
 from agent.quantize.sentences import packaged_corpus, read_sentences
 
 
+@pytest.mark.slow
 @pytest.mark.voice
 def test_real_voice_int8_keeps_durations_and_quality(real_voice_dir: Path,
                                                       tmp_path: Path) -> None:

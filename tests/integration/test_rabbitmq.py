@@ -116,6 +116,7 @@ def lobby(mqtt_broker: RabbitMq, tiny_voice_dir: Path, tmp_path: Path) -> Iterat
         yield _device(mqtt_broker, models, tmp_path, "controller")
 
 
+@pytest.mark.slow
 def test_fleet_lists_the_devices_that_answer_its_ping(lobby: Any) -> None:
     """RabbitMQ 3.10 sends no retained message to a wildcard subscription: ``fleet`` finds no
     device there, pings the fleet and lists those that answered, with their groups."""
@@ -150,6 +151,7 @@ def test_group_speak_accounts_for_every_member(lobby: Any) -> None:
         in result.stderr, result.stderr
 
 
+@pytest.mark.slow
 def test_group_speak_with_a_member_stopped_names_it(
         lobby: Any, mqtt_broker: RabbitMq, tiny_voice_dir: Path, tmp_path: Path) -> None:
     """rb-3 answers the probe's ping, then is frozen (SIGSTOP) before the speak is sent (the

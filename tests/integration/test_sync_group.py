@@ -98,6 +98,7 @@ def gong_at(card: ClockCard, after: float) -> float:
     raise AssertionError("the member played nothing")
 
 
+@pytest.mark.slow
 def test_a_group_starts_together_and_late_members_join_or_skip(
         hall: tuple[dict[str, ClockCard], dict[str, str]]) -> None:
     cards, env = hall

@@ -375,13 +375,25 @@ def agent_env(settings: Settings) -> dict[str, str]:
 
 @contextmanager
 def running_agent(settings: Settings) -> Iterator[AgentService]:
-    """An in-process :class:`AgentService`, stopped (gracefully) at the end."""
+    """An in-process :class:`AgentService`, stopped (gracefully) at the end; with MQTT on, given
+    once its client is subscribed (a command published earlier would be lost, under load)."""
     service = AgentService(settings)
     service.start()
     try:
+        if service.client is not None and _listening(settings.mqtt.host, settings.mqtt.port):
+            service.client.wait_ready(10)  # not asserted: the test's own checks say what failed
         yield service
     finally:
         service.stop(grace_s=2.0)
+
+
+def _listening(host: str, port: int) -> bool:
+    """Whether a broker listens there (tests of a broker that is down start agents too)."""
+    try:
+        with socket.create_connection((host, port), timeout=1.0):
+            return True
+    except OSError:
+        return False
 
 
 @contextmanager
