@@ -25,6 +25,7 @@ CUT_ANCHORS = ("/dec/ups.1/", "/dec/conv_pre/Conv")
 decoder's second upsampler, so the front also runs the decoder's first stage (a fifth of its
 work, at 1/32 of the sample rate) and windows need only the later stages' short receptive field
 as context; else before the decoder's first convolution."""
+_NO_ANCHOR = f"none of {list(CUT_ANCHORS)} in the graph: not a Piper VITS graph"
 LATENT_INPUT = "agent_latent"
 DECODE_INPUT = "agent_decode"
 _LAYOUT_OPS = frozenset({"Unsqueeze", "Squeeze", "Reshape", "QuantizeLinear", "DequantizeLinear",
@@ -51,13 +52,13 @@ Measure = Callable[[DecoderGraph], Mapping[str, str]]
 
 def split_model(source: Path | bytes, measure: Measure | None = None, *,
                 max_bytes: int | None = None) -> bytes:
-    """The switchable form of the model ``source`` (its serialized bytes, as a voice gives
-    them: the very bytes that matched its sha256; or a file), serialized, with the metadata
-    ``measure`` returns for its decoder. Raises :class:`SplitError`. A file is read bounded: a
-    regular file of at most ``max_bytes`` (``models.max_model_bytes``), no external data."""
+    """The switchable form of the model ``source`` (the bytes that matched its sha256, or a
+    regular file of at most ``max_bytes``, no external data), serialized, with the metadata
+    ``measure`` returns for its decoder. Raises :class:`SplitError`."""
+    data = _anchored_bytes(source, max_bytes)  # before onnx is imported: it may not need to be
+    import onnx
     from onnx import TensorProto, helper
-
-    graph = (model := _load_bounded(source, max_bytes)).graph
+    graph = (model := onnx.load_model_from_string(data)).graph
     latent, frame_shape = _cut(graph)
     if len(graph.output) != 1:
         raise SplitError(f"{len(graph.output)} outputs; a Piper voice has one")
@@ -111,14 +112,18 @@ def split_model(source: Path | bytes, measure: Measure | None = None, *,
     return bytes(result.SerializeToString())
 
 
-def _load_bounded(source: Path | bytes, max_bytes: int | None) -> Any:
-    """The model ``source``: parsed from its bytes, or ``onnx.load`` of a regular file of at most
-    ``max_bytes``, without external data."""
-    import onnx
+def _anchored_bytes(source: Path | bytes, max_bytes: int | None) -> bytes:
+    """The serialized model, if it names one of :data:`CUT_ANCHORS`; raises :class:`SplitError`
+    if not. Node names are plain strings in the serialized graph, so this is known without
+    importing onnx (the heaviest import of a start-up: ``bench/import_weight.py``)."""
+    data = source if isinstance(source, bytes) else _read_bounded(source, max_bytes)
+    if not any(anchor.encode() in data for anchor in CUT_ANCHORS):
+        raise SplitError(_NO_ANCHOR)
+    return data
 
-    if isinstance(source, bytes):
-        return onnx.load_model_from_string(source)
-    model_path = source
+
+def _read_bounded(model_path: Path, max_bytes: int | None) -> bytes:
+    """The bytes of the regular file ``model_path``, of at most ``max_bytes``."""
     with open_regular(model_path) as handle:
         size = os.fstat(handle.fileno()).st_size
         if max_bytes is not None and size > max_bytes:
@@ -127,7 +132,7 @@ def _load_bounded(source: Path | bytes, max_bytes: int | None) -> Any:
         data = handle.read(size + 1)
     if len(data) != size:
         raise SplitError(f"{model_path}: changed while it was read")
-    return onnx.load_model_from_string(data)
+    return data
 
 
 def _reads(nodes: Sequence[Any]) -> set[str]:
@@ -170,7 +175,7 @@ def _cut(graph: Any) -> tuple[str, tuple[int, ...]]:
             raise SplitError(f"the input {tensor!r} of {anchor.name} is not a computed 1-D or "
                              "2-D signal")
         return str(tensor), (1, int(channels)) + ((1,) if rank == 4 else ())
-    raise SplitError(f"none of {list(CUT_ANCHORS)} in the graph: not a Piper VITS graph")
+    raise SplitError(_NO_ANCHOR)
 
 
 def _closure(graph: Any, outputs: Sequence[str],

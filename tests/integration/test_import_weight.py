@@ -1,8 +1,9 @@
 """Start-up weight, without timing anything: a one-shot ``synth`` of plain text (a fresh
 ``python -m agent`` process with the tiny voice) imports neither the SSML parser, nor
 num2words for a text without numbers, nor the other commands' modules (``send``, ``models``,
-``fleet``) and nothing of MQTT; markup and a number bring theirs in. ``bench/import_weight.py``
-measures what this locks in."""
+``fleet``), nothing of MQTT, and not onnx (the heaviest import of all: the tiny voice's graph
+is not split, which its bytes tell); markup and a number bring theirs in.
+``bench/import_weight.py`` measures what this locks in."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ SCRIPT = ("import json, sys\nfrom agent.cli import main\nstatus = main(sys.argv[
 HEAVY = ("agent.text.ssml", "agent.text.ssml_tree", "agent.text.normalize.say_as", "defusedxml",
          "num2words", "agent.commands.send", "agent.commands.send_account",
          "agent.commands.models", "agent.commands.models_sign", "agent.commands.fleet",
-         "agent.commands.tune", "agent.mqtt", "paho")
+         "agent.commands.tune", "agent.mqtt", "paho",
+         "onnx")  # a graph that is not Piper's is not split: known without parsing it
 
 
 def synth_modules(models: Path, out: Path, text: str) -> set[str]:
