@@ -14,7 +14,8 @@ from agent.outcomes import SpeakOutcome
 if TYPE_CHECKING:
     from agent.audio.stats import DeviceInfo, PlayerState, VolumeControl
 
-__all__ = ["AudioSection", "DiskUsage", "HardwareSection", "HealthReport", "HealthSummary",
+__all__ = ["AudioSection", "ClockReport", "ControllerClock", "DiskUsage", "HardwareSection",
+           "HealthReport", "HealthSummary",
            "InstanceSection", "JournalSection", "LexiconSection", "LoadedVoice", "MqttSection",
            "PhraseCacheSection", "ProviderError", "Quantiles", "QueueSection", "ReloadRecord",
            "RequestWindow", "RequestsSection", "SettingsSection", "State", "SyncSection",
@@ -347,12 +348,34 @@ class HealthSummary(TypedDict):
     reasons: list[str]
 
 
+class ClockReport(TypedDict):
+    """The kernel's clock discipline (:func:`agent.health.clock.read_clock`); all ``None`` but
+    ``error`` when ``adjtimex`` cannot be read."""
+
+    synchronized: bool | None
+    est_error_ms: float | None
+    max_error_ms: float | None
+    error: str | None
+
+
+class ControllerClock(TypedDict):
+    """The last ping's bound (:meth:`agent.mqtt.clock_offset.PingClock.report`)."""
+
+    offset_at_most_ms: float
+    """This device's clock less the controller's is at most this (ms): arrival less
+    ``sent_ms``, the trip included."""
+    age_s: float
+
+
 class SyncSection(TypedDict):
     """:func:`agent.daemon.health.sync_section`: what a synchronized start needs (fleet.md)."""
 
     lead_ms: int
     output_latency_ms: float
     late: Literal["join", "skip"]
+    clock: ClockReport
+    controller: ControllerClock | None
+    """None until a ping carrying ``sent_ms`` came."""
 
 
 class HealthReport(TypedDict):
