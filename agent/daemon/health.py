@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
     from agent.audio.player import AudioPlayer
     from agent.hardware.effective import EffectiveProfile
+    from agent.health.clock import PingClock
     from agent.health.liveness import Liveness
     from agent.health.report import (
         AudioSection,
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
     from agent.health.snapshot import Health
     from agent.library.voices import VoiceLibrary
     from agent.mqtt.client import MqttClient
-    from agent.mqtt.clock_offset import PingClock
     from agent.mqtt.journal import RequestJournal
     from agent.mqtt.tracker import RequestTracker
     from agent.pipeline.buffering import Buffering

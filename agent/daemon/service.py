@@ -27,6 +27,7 @@ from agent.daemon.state import DeviceState, claim_state
 from agent.daemon.status import ping_status, presence
 from agent.daemon.volume_state import VolumeStore
 from agent.hardware.effective import profile_or_reason
+from agent.health.clock import PingClock
 from agent.health.liveness import Liveness, Watchdog
 from agent.health.reporter import HealthReporter
 from agent.health.sdnotify import Notifier
@@ -36,7 +37,6 @@ from agent.library.voices import VoiceLibrary, VoiceNotFound
 from agent.library.watch import ModelWatcher
 from agent.logs import get_logger
 from agent.mqtt.client import MqttClient, OutboundMessage
-from agent.mqtt.clock_offset import PingClock
 from agent.mqtt.dispatch import Dispatcher
 from agent.mqtt.intake import Inbox, Intake
 from agent.mqtt.journal import RequestJournal

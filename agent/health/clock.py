@@ -5,21 +5,25 @@ chrony, ntpd and systemd-timesyncd keep the kernel's NTP state: whether the cloc
 synchronized, and its estimated and maximum error. A synchronized group speak starts by the
 wall clock, so this says how far this device's start can be trusted. The call goes through
 ctypes to the C library's ``adjtimex``; where it is missing or refused (not Linux, a seccomp
-filter) the reading is an error, never an exception.
+filter) the reading is an error, never an exception. :class:`PingClock`: what the last ping's
+``sent_ms`` says of this clock against the controller's (``sync.controller``).
 """
 
 from __future__ import annotations
 
 import ctypes
 import errno
+import math
 import os
+import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from agent.health.report import ClockReport
+    from agent.health.report import ClockReport, ControllerClock
 
-__all__ = ["STA_UNSYNC", "TIME_ERROR", "Timex", "read_clock"]
+__all__ = ["STA_UNSYNC", "TIME_ERROR", "PingClock", "Timex", "read_clock"]
 
 TIME_ERROR = 5
 """The clock state ``adjtimex`` returns while the clock is not synchronized."""
@@ -80,3 +84,30 @@ def read_clock(call: Adjtimex = _libc_adjtimex) -> ClockReport:
     synchronized = result != TIME_ERROR and not buf.status & STA_UNSYNC
     return {"synchronized": synchronized, "est_error_ms": round(buf.esterror / 1000, 3),
             "max_error_ms": round(buf.maxerror / 1000, 3), "error": None}
+
+
+class PingClock:
+    """The last ping's ``sent_ms`` against this device's clock on its arrival (dispatch thread
+    records, the health snapshot's thread reads)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last: tuple[float, float] | None = None  # (at most, ms; monotonic stamp)
+
+    def record(self, sent_ms: float, received_s: float) -> None:
+        """A ping sent at ``sent_ms`` (the controller's Unix ms, validated by the protocol)
+        that arrived at ``received_s`` (this device's Unix time, s)."""
+        if not math.isfinite(sent_ms) or not math.isfinite(received_s):
+            return
+        with self._lock:
+            self._last = (round(received_s * 1000 - sent_ms, 2), time.monotonic())
+
+    def report(self) -> ControllerClock | None:
+        """``offset_at_most_ms``: this device's clock less the controller's is at most this
+        (the trip's time is in it, so it is an upper bound, never a measurement); ``age_s``:
+        since that ping came. None before the first ping that carried ``sent_ms``."""
+        with self._lock:
+            last = self._last
+        if last is None:
+            return None
+        return {"offset_at_most_ms": last[0], "age_s": round(time.monotonic() - last[1], 1)}

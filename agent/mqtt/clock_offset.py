@@ -7,23 +7,18 @@ the device's clock in between. Assuming the way there and back take as long, the
 how far apart the clocks of several devices are at least, those bounds allowed for: a figure
 that is never larger than the truth, so a warning built on it is never a false alarm.
 
-The device's side, :class:`PingClock`: a ping that carries ``sent_ms`` (the controller's clock)
-is noted on arrival, and the health report's ``sync.controller`` says what the last one bounds.
+The device's side (a ping's ``sent_ms`` against its own clock) is
+:class:`agent.health.clock.PingClock`.
 """
 
 from __future__ import annotations
 
 import math
-import threading
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
-if TYPE_CHECKING:
-    from agent.health.report import ControllerClock
-
-__all__ = ["MAX_SENT_MS", "ClockOffset", "PingClock", "clock_offset", "disagreement_ms"]
+__all__ = ["MAX_SENT_MS", "ClockOffset", "clock_offset", "disagreement_ms"]
 
 MAX_SENT_MS: Final = 4_102_444_800_000.0
 """The latest ``sent_ms`` a ping may carry (2100-01-01 UTC, Unix ms)."""
@@ -56,29 +51,3 @@ def disagreement_ms(offsets: Iterable[ClockOffset]) -> float:
         return 0.0
     return round(max(0.0, max(low for low, _ in bounds) - min(high for _, high in bounds)), 2)
 
-
-class PingClock:
-    """The last ping's ``sent_ms`` against this device's clock on its arrival (dispatch thread
-    records, the health snapshot's thread reads)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._last: tuple[float, float] | None = None  # (at most, ms; monotonic stamp)
-
-    def record(self, sent_ms: float, received_s: float) -> None:
-        """A ping sent at ``sent_ms`` (the controller's Unix ms, validated by the protocol)
-        that arrived at ``received_s`` (this device's Unix time, s)."""
-        if not math.isfinite(sent_ms) or not math.isfinite(received_s):
-            return
-        with self._lock:
-            self._last = (round(received_s * 1000 - sent_ms, 2), time.monotonic())
-
-    def report(self) -> ControllerClock | None:
-        """``offset_at_most_ms``: this device's clock less the controller's is at most this
-        (the trip's time is in it, so it is an upper bound, never a measurement); ``age_s``:
-        since that ping came. None before the first ping that carried ``sent_ms``."""
-        with self._lock:
-            last = self._last
-        if last is None:
-            return None
-        return {"offset_at_most_ms": last[0], "age_s": round(time.monotonic() - last[1], 1)}

@@ -9,8 +9,7 @@ import math
 
 import pytest
 
-from agent.health.clock import STA_UNSYNC, TIME_ERROR, Timex, read_clock
-from agent.mqtt.clock_offset import PingClock
+from agent.health.clock import STA_UNSYNC, TIME_ERROR, PingClock, Timex, read_clock
 from agent.mqtt.protocol import CommandRejected, PingCommand, parse_command
 
 
