@@ -15,12 +15,11 @@ if TYPE_CHECKING:
     from agent.audio.stats import DeviceInfo, PlayerState, VolumeControl
 
 __all__ = ["AudioSection", "ClockReport", "ControllerClock", "DiskUsage", "HardwareSection",
-           "HealthReport", "HealthSummary",
-           "InstanceSection", "JournalSection", "LexiconSection", "LoadedVoice", "MqttSection",
-           "PhraseCacheSection", "ProviderError", "Quantiles", "QueueSection", "ReloadRecord",
-           "RequestWindow", "RequestsSection", "SettingsSection", "State", "SyncSection",
-           "SystemReading", "SystemSection", "ThermalZone", "Throttled", "VoicesSection",
-           "WorkerReport", "WorkerState", "WyomingSection"]
+           "HealthReport", "HealthSummary", "InstanceSection", "JournalSection", "LexiconSection",
+           "LoadedVoice", "MqttSection", "PhraseCacheSection", "ProviderError", "Quantiles",
+           "QueueSection", "ReloadRecord", "RequestWindow", "RequestsSection", "SettingsSection",
+           "State", "SyncSection", "SystemReading", "SystemSection", "ThermalZone", "Throttled",
+           "VoicesSection", "WorkerReport", "WorkerState", "WyomingSection"]
 
 State = Literal["ok", "degraded", "failing"]
 """The overall verdict, best first."""
@@ -349,9 +348,7 @@ class HealthSummary(TypedDict):
 
 
 class ClockReport(TypedDict):
-    """The kernel's clock discipline (:func:`agent.health.clock.read_clock`); all ``None`` but
-    ``error`` when ``adjtimex`` cannot be read."""
-
+    """:func:`agent.health.clock.read_clock`; only ``error`` is set when it cannot read."""
     synchronized: bool | None
     est_error_ms: float | None
     max_error_ms: float | None
@@ -359,23 +356,18 @@ class ClockReport(TypedDict):
 
 
 class ControllerClock(TypedDict):
-    """The last ping's bound (:meth:`agent.mqtt.clock_offset.PingClock.report`)."""
-
-    offset_at_most_ms: float
-    """This device's clock less the controller's is at most this (ms): arrival less
-    ``sent_ms``, the trip included."""
+    """The last ping's bound (:meth:`agent.health.clock.PingClock.report`)."""
+    offset_at_most_ms: float  # this clock less the controller's is at most this (ms)
     age_s: float
 
 
 class SyncSection(TypedDict):
     """:func:`agent.daemon.health.sync_section`: what a synchronized start needs (fleet.md)."""
-
     lead_ms: int
     output_latency_ms: float
     late: Literal["join", "skip"]
     clock: ClockReport
-    controller: ControllerClock | None
-    """None until a ping carrying ``sent_ms`` came."""
+    controller: ControllerClock | None  # None until a ping carrying ``sent_ms`` came
 
 
 class HealthReport(TypedDict):
