@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
     from agent.audio.player import AudioPlayer
     from agent.hardware.effective import EffectiveProfile
+    from agent.health.clock import PingClock
     from agent.health.liveness import Liveness
     from agent.health.report import (
         AudioSection,
@@ -115,6 +116,9 @@ class ServiceParts(Protocol):
     @property
     def phrase_cache(self) -> PhraseCache | None: ...
 
+    @property
+    def ping_clock(self) -> PingClock: ...
+
 
 def voices_section(voices: VoiceLibrary) -> dict[str, Any]:
     """The voice library's status and the espeak-ng build its voices phonemize with."""
@@ -134,17 +138,21 @@ def add_sections(health: Health, parts: ServiceParts) -> None:
     health.add_provider("hardware", partial(hardware_section, parts.profile, settings.profile,
                                             parts.profile_error))
     health.add_provider("phrase_cache", partial(phrase_cache_section, parts.phrase_cache))
-    health.add_provider("sync", partial(sync_section, parts.player, health, settings))
+    health.add_provider("sync", partial(sync_section, parts.player, health, settings,
+                                        parts.ping_clock))
     lexicon_status = getattr(parts.voices.options.text.lexicon, "status", None)
     if callable(lexicon_status):  # agent.library.lexicon.LexiconHolder (text.lexicon set)
         health.add_provider("lexicon", lexicon_status)
 
 
-def sync_section(player: AudioPlayer, health: Health, settings: Settings) -> SyncSection:
+def sync_section(player: AudioPlayer, health: Health, settings: Settings,
+                 ping_clock: PingClock | None = None) -> SyncSection:
     """What a controller needs for a synchronized group speak (docs/fleet.md): the least lead
     this device asks for (:func:`agent.audio.sync_start.lead_ms`), the output latency it adds
-    to ALSA's delay and what it does when late."""
+    to ALSA's delay, what it does when late, the kernel's clock discipline and the last
+    ping's bound on this clock less the controller's."""
     from agent.audio.sync_start import lead_ms
+    from agent.health.clock import read_clock
 
     device = player.stats()["device"]
     buffer_s = None if device is None else device["buffer_frames"] / device["rate"]
@@ -152,7 +160,9 @@ def sync_section(player: AudioPlayer, health: Health, settings: Settings) -> Syn
     audio = settings.audio
     return {"lead_ms": lead_ms(None if first is None else first["p95"], buffer_s,
                                audio.output_latency_ms),
-            "output_latency_ms": audio.output_latency_ms, "late": audio.sync_late}
+            "output_latency_ms": audio.output_latency_ms, "late": audio.sync_late,
+            "clock": read_clock(),
+            "controller": None if ping_clock is None else ping_clock.report()}
 
 
 def watch_workers(liveness: Liveness, parts: ServiceParts) -> None:

@@ -27,6 +27,7 @@ from agent.daemon.state import DeviceState, claim_state
 from agent.daemon.status import ping_status, presence
 from agent.daemon.volume_state import VolumeStore
 from agent.hardware.effective import profile_or_reason
+from agent.health.clock import PingClock
 from agent.health.liveness import Liveness, Watchdog
 from agent.health.reporter import HealthReporter
 from agent.health.sdnotify import Notifier
@@ -39,7 +40,7 @@ from agent.mqtt.client import MqttClient, OutboundMessage
 from agent.mqtt.dispatch import Dispatcher
 from agent.mqtt.intake import Inbox, Intake
 from agent.mqtt.journal import RequestJournal
-from agent.mqtt.protocol import PingStatus, Presence, to_payload
+from agent.mqtt.protocol import PingCommand, PingStatus, Presence, to_payload
 from agent.mqtt.publisher import EventPublisher, OfflinePublisher
 from agent.mqtt.recovery import answer_journalled
 from agent.mqtt.topics import Namespace
@@ -169,11 +170,11 @@ class AgentService:
         self.intake.listen(self.topics.status, self.instance.on_presence)
 
     def _build_pipeline(self, player: AudioPlayer | None) -> None:
-        """The player, the phrase cache and its warmer, the job queue, the synthesis worker
-        and the dispatcher."""
+        """The player, phrase cache and warmer, job queue, synthesis worker and dispatcher."""
         settings, mqtt = self.settings, self.settings.mqtt
         audio = effective_audio(settings.audio, self.profile)
         self.player = player or AudioPlayer(audio, self.tracker)  # reports as the worker does
+        self.ping_clock = PingClock()
         self.phrase_cache = open_phrase_cache(settings.cache.dir / "phrases", settings.cache.max_mb)
         self.warmer = (PhraseWarmer(self.phrase_cache, settings.cache.warm_phrases)
                        if self.phrase_cache is not None else None)
@@ -322,12 +323,11 @@ class AgentService:
         self.intake.on_message(message)
 
     def _on_refused_topic(self, message: Any) -> None:
-        """MQTT network thread: a command topic too long to route (answered ``rejected``)."""
+        """Network thread: a command topic too long to route (answered ``rejected``)."""
         self.intake.on_refused_topic(message)
 
     def _on_connected(self, session_present: bool) -> None:
-        """MQTT network thread, after every successful connect: retained ``online`` and a
-        fresh health report."""
+        """Network thread, after every connect: retained ``online``, a fresh health report."""
         self.publisher.presence(self._presence("online"))
         self.addons.on_connected()
         self.reporter.request()
@@ -341,8 +341,10 @@ class AgentService:
         if not self.stopping.is_set():
             self.publisher.presence(self._presence("online"))
 
-    def _on_ping(self) -> None:
-        """Dispatch thread: a ``ping`` renews the retained health report."""
+    def _on_ping(self, command: PingCommand, received_s: float) -> None:
+        """Dispatch thread: a ``ping`` notes its ``sent_ms``, renews the retained report."""
+        if command.sent_ms is not None:
+            self.ping_clock.record(command.sent_ms, received_s)
         self.reporter.request()
 
     def _on_model_event(self, event: VoiceEvent) -> None:
@@ -361,8 +363,7 @@ class AgentService:
             pin_current_thread(self.profile.runtime.options)
 
     def _set_volume(self, volume: float) -> None:
-        """Dispatch thread: the retained health report shows the new volume at once; it is
-        kept for the next start."""
+        """Dispatch thread: the retained report shows the new volume at once; kept for later."""
         self.volume = volume
         self.volume_store.save(volume)
         self.reporter.request()

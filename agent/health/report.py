@@ -14,12 +14,12 @@ from agent.outcomes import SpeakOutcome
 if TYPE_CHECKING:
     from agent.audio.stats import DeviceInfo, PlayerState, VolumeControl
 
-__all__ = ["AudioSection", "DiskUsage", "HardwareSection", "HealthReport", "HealthSummary",
-           "InstanceSection", "JournalSection", "LexiconSection", "LoadedVoice", "MqttSection",
-           "PhraseCacheSection", "ProviderError", "Quantiles", "QueueSection", "ReloadRecord",
-           "RequestWindow", "RequestsSection", "SettingsSection", "State", "SyncSection",
-           "SystemReading", "SystemSection", "ThermalZone", "Throttled", "VoicesSection",
-           "WorkerReport", "WorkerState", "WyomingSection"]
+__all__ = ["AudioSection", "ClockReport", "ControllerClock", "DiskUsage", "HardwareSection",
+           "HealthReport", "HealthSummary", "InstanceSection", "JournalSection", "LexiconSection",
+           "LoadedVoice", "MqttSection", "PhraseCacheSection", "ProviderError", "Quantiles",
+           "QueueSection", "ReloadRecord", "RequestWindow", "RequestsSection", "SettingsSection",
+           "State", "SyncSection", "SystemReading", "SystemSection", "ThermalZone", "Throttled",
+           "VoicesSection", "WorkerReport", "WorkerState", "WyomingSection"]
 
 State = Literal["ok", "degraded", "failing"]
 """The overall verdict, best first."""
@@ -347,12 +347,27 @@ class HealthSummary(TypedDict):
     reasons: list[str]
 
 
+class ClockReport(TypedDict):
+    """:func:`agent.health.clock.read_clock`; only ``error`` is set when it cannot read."""
+    synchronized: bool | None
+    est_error_ms: float | None
+    max_error_ms: float | None
+    error: str | None
+
+
+class ControllerClock(TypedDict):
+    """The last ping's bound (:meth:`agent.health.clock.PingClock.report`)."""
+    offset_at_most_ms: float  # this clock less the controller's is at most this (ms)
+    age_s: float
+
+
 class SyncSection(TypedDict):
     """:func:`agent.daemon.health.sync_section`: what a synchronized start needs (fleet.md)."""
-
     lead_ms: int
     output_latency_ms: float
     late: Literal["join", "skip"]
+    clock: ClockReport
+    controller: ControllerClock | None  # None until a ping carrying ``sent_ms`` came
 
 
 class HealthReport(TypedDict):

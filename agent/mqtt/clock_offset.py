@@ -6,6 +6,9 @@ the device's clock in between. Assuming the way there and back take as long, the
 ``ts`` less the midpoint, within half the round trip either way. :func:`disagreement_ms` is
 how far apart the clocks of several devices are at least, those bounds allowed for: a figure
 that is never larger than the truth, so a warning built on it is never a false alarm.
+
+The device's side (a ping's ``sent_ms`` against its own clock) is
+:class:`agent.health.clock.PingClock`.
 """
 
 from __future__ import annotations
@@ -13,8 +16,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Final
 
-__all__ = ["ClockOffset", "clock_offset", "disagreement_ms"]
+__all__ = ["MAX_SENT_MS", "ClockOffset", "clock_offset", "disagreement_ms"]
+
+MAX_SENT_MS: Final = 4_102_444_800_000.0
+"""The latest ``sent_ms`` a ping may carry (2100-01-01 UTC, Unix ms)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,3 +50,4 @@ def disagreement_ms(offsets: Iterable[ClockOffset]) -> float:
     if len(bounds) < 2:
         return 0.0
     return round(max(0.0, max(low for low, _ in bounds) - min(high for _, high in bounds)), 2)
+

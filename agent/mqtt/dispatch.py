@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Callable, Collection
 from typing import Any, Protocol
 
@@ -122,7 +123,7 @@ class Dispatcher:
         status: Callable[[], PingStatus],
         reload: Callable[[ReloadCommand], list[str]],
         on_volume: Callable[[float], None] | None = None,
-        on_ping: Callable[[], None] | None = None,
+        on_ping: Callable[[PingCommand, float], None] | None = None,
         progress_interval_s: float | None = None,
         chime_names: Callable[[], Collection[str]] | None = None,
         chime_default: Callable[[str], str | None] | None = None,
@@ -138,8 +139,8 @@ class Dispatcher:
         self.reload = reload
         self.on_volume = on_volume
         self.on_ping = on_ping
-        """Called (dispatch thread) for every ``ping``; must not block (it only wakes the
-        health reporter)."""
+        """Called (dispatch thread) for every ``ping`` with the command and its arrival
+        (Unix time); must not block (it notes the clock and wakes the health reporter)."""
         self.progress_interval_s = progress_interval_s
         """Quiet time after which an open speak request gets ``progress``; None: never."""
         self.chime_names = chime_names
@@ -245,7 +246,7 @@ class Dispatcher:
         elif isinstance(command, PingCommand):
             self._done(request, Outcome.PONG, status=self.status())
             if self.on_ping is not None:
-                self.on_ping()
+                self.on_ping(command, time.time() - (time.monotonic() - request.received))
 
     def _done(self, request: Request, event: Outcome, **fields: Any) -> None:
         self._answered = request.id

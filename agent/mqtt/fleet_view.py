@@ -356,18 +356,18 @@ def read_fleet(client: MqttClient, view: FleetView, settle_s: float, probe: str,
     """Collect the retained messages until none came for ``settle_s`` (at most ``longest_s``,
     default :func:`read_limit`; a read cut off there: :attr:`FleetView.complete` False);
     then, when ``probe`` says so (``always``, or ``auto`` and no device known), ping every
-    device and collect the answers the same way. ``client`` follows :meth:`FleetView.filters`
-    and the events wildcard. Whether the ping was sent."""
+    device (with ``sent_ms``) and collect the answers the same way. ``client`` follows
+    :meth:`FleetView.filters` and the events wildcard. Whether the ping was sent."""
     from agent.mqtt.client import OutboundMessage
     from agent.mqtt.protocol import PingCommand, new_request_id
-
     longest = read_limit(settle_s) if longest_s is None else longest_s
     view.settle(settle_s, longest_s=longest)
     if probe == "never" or (probe == "auto" and len(view)):
         return False
     request_id = new_request_id()
     view.probe(request_id)
-    payload = PingCommand(id=request_id).model_dump_json(exclude_none=True).encode("utf-8")
+    payload = PingCommand(id=request_id, sent_ms=round(time.time() * 1000, 3)).model_dump_json(
+        exclude_none=True).encode("utf-8")
     sent = client.publish(OutboundMessage(view.namespace.fleet_command("ping"), payload))
     if sent.dropped or not sent.wait(longest):
         return False

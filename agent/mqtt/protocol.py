@@ -26,6 +26,7 @@ from pydantic import (
 )
 
 from agent.jsonbound import depth_error
+from agent.mqtt.clock_offset import MAX_SENT_MS
 from agent.mqtt.salvage import top_level_strings
 from agent.mqtt.wire_events import (
     FINAL_EVENTS,
@@ -159,6 +160,11 @@ class ReloadCommand(_Command):
 
 class PingCommand(_Command):
     """``ping``: answer at once with a small status."""
+
+    sent_ms: float | None = Field(
+        default=None, gt=0.0, le=MAX_SENT_MS, allow_inf_nan=False,
+        description="The sender's Unix time (ms) when it sent the ping: the device reports its "
+        "arrival less this in health (`sync.controller`, fleet.md#synchronized-group-speech).")
 
 
 Command = SpeakCommand | StopCommand | VolumeCommand | ReloadCommand | PingCommand

@@ -76,7 +76,12 @@ def hall(mqtt_broker: Broker, tiny_voice_dir: Path,
         topics = [NS.device(d).health.as_filter() for d in MEMBERS]
         with Recorder(mqtt_broker.settings(), topics, "hall-health") as watch:
             for device in MEMBERS:
-                watch.wait_json(NS.device(device).health, lambda p: "sync" in p, timeout=60)
+                report = watch.wait_json(NS.device(device).health, lambda p: "sync" in p,
+                                         timeout=60)
+                clock = report["sync"]["clock"]  # the kernel's discipline (adjtimex, read only)
+                assert set(clock) == {"synchronized", "est_error_ms", "max_error_ms", "error"}
+                assert clock["error"] is None and isinstance(clock["synchronized"], bool), clock
+                assert report["sync"]["controller"] is None  # no ping with sent_ms yet
         controller = agent_settings(mqtt_broker, tiny_voice_dir.parent, tmp_path / "ctl",
                                     device_id="controller")
         yield cards, agent_env(controller)

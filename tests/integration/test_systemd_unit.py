@@ -23,7 +23,10 @@ ROOT = REPO
 UNIT = ROOT / "systemd" / "tts-agent.service"
 INSTALLED_BINARY = "/opt/tts-agent/venv/bin/tts-agent"
 SYSTEMD_ANALYZE = shutil.which("systemd-analyze")
-MAX_EXPOSURE = 1.5
+MAX_EXPOSURE = 1.8
+"""1.4 with ProtectClock=yes; 1.8 since adjtimex is allowed for reading the clock's state
+(systemd counts @clock and @privileged as allowed, and ProtectClock off): the clock still
+cannot be set (no CAP_SYS_TIME, asserted below)."""
 
 pytestmark = pytest.mark.skipif(SYSTEMD_ANALYZE is None,
                                 reason="systemd-analyze is not installed (apt package systemd)")
@@ -92,6 +95,7 @@ def test_security_exposure_is_ok() -> None:
     assert float(match[1]) <= MAX_EXPOSURE
     assert match[2] == "OK"
     assert "PrivateUsers=" not in failed_checks(result.stdout)
+    assert "CapabilityBoundingSet=~CAP_SYS_TIME" not in failed_checks(result.stdout)
     assert result.returncode == 0  # --threshold makes a worse rating fail the command too
 
 
@@ -112,6 +116,8 @@ def test_the_unit_keeps_the_service_contract() -> None:
     assert service["LoadCredential"] == ["mqtt-password:tts-agent.mqtt-password"]
     assert service["ProtectSystem"] == ["strict"]
     assert service["SystemCallFilter"][0] == "@system-service"
+    assert service["SystemCallFilter"][-1] == "adjtimex"  # health's sync.clock (read only)
+    assert service["CapabilityBoundingSet"] == [""]
     assert unit["Unit.StartLimitIntervalSec"] and unit["Unit.StartLimitBurst"]
     assert unit["Install.WantedBy"] == ["multi-user.target"]
 

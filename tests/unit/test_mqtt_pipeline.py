@@ -508,7 +508,7 @@ def test_dispatch_speak_outcomes(tracker: RequestTracker, sent: Sent) -> None:
 def test_a_handler_that_raises_gets_one_final_answer(tracker: RequestTracker, sent: Sent) -> None:
     """Raising after its answer went out (``on_ping``) adds no ``failed``; raising before
     (``on_volume``) is answered ``failed``; either way the dispatcher keeps serving."""
-    def broken() -> None:
+    def broken(*_: object) -> None:
         raise RuntimeError("handler bug")
 
     dispatcher, _ = make_dispatcher(tracker, Controls())
