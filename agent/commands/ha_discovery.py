@@ -2,6 +2,7 @@
 
     tts-agent ha-discovery             # print the discovery message the agent publishes
     tts-agent ha-discovery --remove    # remove it from the broker (empty retained payload)
+    tts-agent ha-discovery --remove --group hall   # and group hall's shared notify entity
 
 ``--remove`` clears the topic the settings name and the one the agent last published to (kept
 in ``<cache.dir>/devices/<device_id>/ha-discovery.json``, which it then deletes), so Home
@@ -35,6 +36,9 @@ def register(subparsers: Any) -> None:
     add_config_argument(parser)
     parser.add_argument("--remove", action="store_true",
                         help="remove the retained discovery message from the broker")
+    parser.add_argument("--group", action="append", default=[], metavar="G",
+                        help="with --remove: also remove group G's shared notify entity (its "
+                             "members publish it again when they connect)")
     parser.set_defaults(handler=run)
 
 
@@ -47,9 +51,13 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args, configure_logs=False)
     try:
         topics = Namespace(settings.mqtt.topic_prefix).device(settings.device_id)
-        target = DiscoveryTopics(settings.mqtt.ha_prefix, settings.device_id).config
+        discovery = DiscoveryTopics(settings.mqtt.ha_prefix, settings.device_id)
+        target = discovery.config
+        groups = [discovery.group_config(group) for group in args.group]
     except TopicError as exc:
         raise CommandError(str(exc), status=USAGE) from exc
+    if groups and not args.remove:
+        raise CommandError("--group goes with --remove", status=USAGE)
     if not args.remove:
         info = discovery_info(settings, profile_or_reason(settings)[0])  # as the agent's
         print(json.dumps({"topic": target.value,
@@ -60,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
     before = published_topic(marker)
     if before is not None and before != target:
         clear.append(before)
+    clear += groups
     _clear(settings, clear)
     with contextlib.suppress(FileNotFoundError):
         marker.unlink()

@@ -18,7 +18,12 @@ from agent import __version__, jsonbound
 from agent.fsutil import atomic_write, open_regular
 from agent.logs import get_logger
 from agent.mqtt.client import InboundMessage, MqttClient, OutboundMessage
-from agent.mqtt.ha_discovery import DiscoveryInfo, discovery_payload, notify_request
+from agent.mqtt.ha_discovery import (
+    DiscoveryInfo,
+    discovery_payload,
+    group_payload,
+    notify_request,
+)
 from agent.mqtt.protocol import CommandRejected, salvage_id
 from agent.mqtt.topics import DeviceTopics, DiscoveryTopics, Topic, TopicError
 from agent.settings.paths import device_state_dir
@@ -77,10 +82,12 @@ class HaOptions:
     prefix: str
     name: str | None
     priority: str
+    group_lead_s: float
 
     @classmethod
     def of(cls, mqtt: MqttSettings) -> HaOptions:
-        return cls(mqtt.ha_discovery, mqtt.ha_prefix, mqtt.ha_device_name, mqtt.ha_priority)
+        return cls(mqtt.ha_discovery, mqtt.ha_prefix, mqtt.ha_device_name, mqtt.ha_priority,
+                   mqtt.ha_group_lead_s)
 
 
 def marker_path(settings: Settings) -> Path:
@@ -232,6 +239,18 @@ class HaDiscovery:
         self.client.publish(OutboundMessage(target, payload, retain=True))
         self.published += 1
         log.info("ha_discovery_published", topic=target.value, bytes=len(payload))
+        self._publish_groups(options)
+
+    def _publish_groups(self, options: HaOptions) -> None:
+        """Each followed group's shared notify entity (never removed here: other members
+        may still serve it; ``tts-agent ha-discovery --remove --group G`` clears one)."""
+        discovery = DiscoveryTopics(options.prefix, self.topics.device_id)
+        for group in self.intake.groups:
+            payload = group_payload(self.topics.namespace, group, lead_s=options.group_lead_s,
+                                    priority=options.priority)
+            topic = discovery.group_config(group)
+            self.client.publish(OutboundMessage(topic, payload, retain=True))
+            log.info("ha_group_discovery_published", topic=topic.value, group=group)
 
     def _remove(self, topic: Topic) -> bool:
         """Publish the empty retained message that removes a discovery message; True once the

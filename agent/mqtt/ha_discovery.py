@@ -18,9 +18,10 @@ from agent.mqtt.client import InboundMessage
 from agent.mqtt.intake import RETAINED_REASON, Request
 from agent.mqtt.protocol import CommandRejected, describe_json_error, parse_command
 from agent.mqtt.publisher import ReplyRoute
-from agent.mqtt.topics import DeviceTopics
+from agent.mqtt.topics import DeviceTopics, Namespace, group_object_id
 
 __all__ = ["MAX_CONFIG_BYTES", "ORIGIN", "DiscoveryInfo", "discovery_payload",
+           "group_payload",
            "notify_request", "unique_id"]
 
 ORIGIN = "tts-agent"
@@ -115,6 +116,25 @@ def discovery_payload(info: DiscoveryInfo, topics: DeviceTopics) -> bytes:
     payload = json.dumps(message, separators=(",", ":")).encode()
     if len(payload) > MAX_CONFIG_BYTES:  # only a far longer device id or name could do this
         raise ValueError(f"discovery message is {len(payload)} bytes, over {MAX_CONFIG_BYTES}")
+    return payload
+
+
+def group_payload(namespace: Namespace, group: str, *, lead_s: float, priority: str) -> bytes:
+    """The retained single-component message of ``group``'s notify entity: the same bytes from
+    every member (nothing of the device in it), so Home Assistant sees one entity. Its
+    ``command_template`` makes a synchronized speak starting ``lead_s`` after Home Assistant
+    renders it (``now()``, an aware datetime)."""
+    lead_ms = round(lead_s * 1000)
+    template = ('{"text": {{ value | tojson }}, "priority": ' + json.dumps(priority)
+                + ', "at": {{ (now().timestamp() * 1000) | int + ' + str(lead_ms) + ' }} }')
+    object_id = group_object_id(group)
+    message = {"name": f"Speak (group {group})", "unique_id": f"{object_id}-speak",
+               "command_topic": namespace.group_command(group, "speak").value,
+               "command_template": template, "qos": 1, "retain": False,
+               "o": {"name": ORIGIN}}
+    payload = json.dumps(message, separators=(",", ":")).encode()
+    if len(payload) > MAX_CONFIG_BYTES:  # cannot happen with validated group names
+        raise ValueError(f"group discovery message is {len(payload)} bytes")
     return payload
 
 

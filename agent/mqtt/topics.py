@@ -27,6 +27,7 @@ __all__ = [
     "Topic",
     "TopicError",
     "TopicFilter",
+    "group_object_id",
 ]
 
 MAX_TOPIC_BYTES = 512
@@ -295,6 +296,19 @@ class DeviceTopics:
         return topic == self.events or self.namespace.reply_space().matches(topic)
 
 
+def group_object_id(group: str) -> str:
+    """A group's discovery object id: ``tts-agent-group-{group}``; a group with characters Home
+    Assistant refuses there (only ``[A-Za-z0-9_-]``) has them as ``_`` and a hash of its name
+    appended, so two groups never share one entity."""
+    import hashlib
+
+    _level(group, "group")
+    safe = "".join(c if c.isascii() and (c.isalnum() or c in "_-") else "_" for c in group)
+    if safe != group:
+        safe += "-" + hashlib.sha256(group.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"tts-agent-group-{safe}"
+
+
 @dataclass(frozen=True, slots=True)
 class DiscoveryTopics:
     """Home Assistant's MQTT discovery topics for one device, under Home Assistant's prefix.
@@ -319,6 +333,10 @@ class DiscoveryTopics:
     def config(self) -> Topic:
         """The device's one discovery message (retained)."""
         return Topic(self.prefix).child("device", self.node_id, "config")
+
+    def group_config(self, group: str) -> Topic:
+        """A group's notify entity (retained), the same topic from every member."""
+        return Topic(self.prefix).child("notify", group_object_id(group), "config")
 
     @property
     def birth(self) -> Topic:

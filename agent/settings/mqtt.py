@@ -28,6 +28,11 @@ MAX_TOPIC_SLASHES = 7
 _BELOW_PREFIX = {"topic_prefix": 4, "ha_prefix": 3}
 """Slashes the deepest topic adds below each prefix: ``{prefix}/group/{group}/cmd/{name}`` and
 ``{ha_prefix}/device/{node}/config`` (``tests/unit/test_broker_limits.py`` builds them all)."""
+DEFAULT_SYNC_LEAD_S = 3.0
+"""The lead from now to a synchronized start when nothing says what the members need (s):
+``send --sync`` with no member's health, and Home Assistant's group entity by default."""
+MAX_SYNC_LEAD_S = 3600.0
+"""As far ahead as a synchronized start may be (agent.pipeline.admit.MAX_START_AHEAD_S)."""
 MAX_GROUP_LENGTH = 64
 """Longest group name: with the longest prefix and command, a group topic stays within the
 256 bytes AWS IoT Core allows."""
@@ -123,6 +128,10 @@ class MqttSettings(Section):
     ha_priority: Literal["low", "normal", "high", "urgent"] = Field(
         default="normal", description="Priority of a plain-text message from Home Assistant's "
         "notify entity (a JSON speak command sent there carries its own).")
+    ha_group_lead_s: float = Field(
+        default=DEFAULT_SYNC_LEAD_S, gt=0, le=MAX_SYNC_LEAD_S, description="Seconds from "
+        "Home Assistant's message to the synchronized start of a group entity's speech "
+        "(docs/home-assistant.md#group-speech); every member of a group must agree.")
 
     @field_validator("groups")
     @classmethod

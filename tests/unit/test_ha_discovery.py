@@ -182,3 +182,32 @@ def test_the_entity_ids_in_the_docs_are_those_the_message_makes() -> None:
     assert rows == ha_entity_ids("Lobby speaker")
     assert rows["Speak"] == "notify.lobby_speaker_speak"  # the id the automation example uses
     assert "entity_id: notify.lobby_speaker_speak" in page
+
+
+def test_group_entity_renders_a_synchronized_speak_as_home_assistant_would() -> None:
+    import datetime
+
+    import jinja2
+
+    from agent.mqtt.ha_discovery import group_payload
+    from agent.mqtt.protocol import SpeakCommand, parse_command
+    from agent.mqtt.topics import DiscoveryTopics, Namespace
+
+    one = group_payload(Namespace("tts"), "hall", lead_s=4.0, priority="high")
+    assert one == group_payload(Namespace("tts"), "hall", lead_s=4.0, priority="high")
+    config = json.loads(one)
+    assert config["unique_id"] == "tts-agent-group-hall-speak"
+    assert config["command_topic"] == "tts/group/hall/cmd/speak"
+    assert DiscoveryTopics("homeassistant", "a").group_config("hall").value == (
+        "homeassistant/notify/tts-agent-group-hall/config")
+    assert DiscoveryTopics("homeassistant", "a").group_config("a.b") != (
+        DiscoveryTopics("homeassistant", "a").group_config("a_b"))
+    now = datetime.datetime.now(datetime.UTC)
+    home_assistant = jinja2.Environment()  # noqa: S701 (Home Assistant's does not escape)
+    rendered = home_assistant.from_string(config["command_template"]).render(
+        value='Dinner "now" <b>', now=lambda: now)
+    command = parse_command("speak", rendered.encode(), max_payload_bytes=65536,
+                            max_text_chars=1000)
+    assert isinstance(command, SpeakCommand)
+    assert command.text == 'Dinner "now" <b>' and command.priority == "high"
+    assert command.at == int(now.timestamp() * 1000) + 4000
