@@ -1,15 +1,15 @@
 """A synchronized group speak (#30) end to end: ``tts-agent send --group G speak ... --sync
 --wait`` over a real Mosquitto to three real agent processes, each playing into its own clock
-card (:mod:`tests.support.clock_card`: real alsa-lib, real time, when each frame was due).
-
-Each member's utterance begins with a chime whose first sample is loud: it marks the start.
-One test checks, on one fleet: the lead chosen from the members' health; every member starts
-its first sample at the shared time (within what tells a placed start from one a buffer off;
-the figures are ``bench/sync_start.py``'s); the account says so; ``fleet --probe always`` shows
-each member's clock offset; with a lead too short, members join at the sample due rather than
-from the beginning, and the one with ``audio.sync_late = skip`` does not play and says why.
-That a waiting start blocks nothing is the player's test (``test_sync_start.py``).
-"""
+card (:mod:`tests.support.clock_card`: real alsa-lib, real time, when each frame was due). Each
+member's utterance begins with a chime whose first sample is loud: it marks the start. One test
+checks, on one fleet: the lead chosen from the members' health; every member starts its first
+sample at the shared time (within what tells a placed start from one a buffer off; the figures
+are ``bench/sync_start.py``'s); the account says so; ``fleet --probe always`` shows each
+member's clock offset; Home Assistant's group notify entity (one retained config from all, its
+template rendered as Home Assistant does) starts the members together; with a lead too short,
+members join at the sample due rather than from the beginning, and the one with
+``audio.sync_late = skip`` does not play and says why. That a waiting start blocks nothing is
+the player's test (``test_sync_start.py``)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from agent.mqtt.topics import Namespace
+from agent.mqtt.topics import DiscoveryTopics, Namespace, Topic
 from agent.settings.chimes import ChimeSettings
 from tests.support.broker import Broker, Recorder, agent_env, agent_settings, daemon
 from tests.support.cli import agent_cli
@@ -40,6 +40,8 @@ PLACED_S = 0.05
 processes competing for two cores); one that ignored the delay is a buffer (80 ms) or more off.
 The player's own test holds the placement to 15 ms; bench/sync_start.py measures it."""
 MEMBERS = ("hall-1", "hall-2", "hall-3")
+HA_LEAD_S = 2.0
+"""``mqtt.ha_group_lead_s`` of every member: the lead of the Home Assistant group entity."""
 
 
 def _member(stack: ExitStack, broker: Broker, models: Path, work: Path, device: str, *,
@@ -56,7 +58,8 @@ def _member(stack: ExitStack, broker: Broker, models: Path, work: Path, device: 
                      work / "card.raw", 22050)
     (work / "asound.conf").write_text(card.config("card"))
     settings = agent_settings(broker, models, work, device_id=device,
-                              mqtt={"groups": ["hall"]},
+                              mqtt={"groups": ["hall"], "ha_discovery": True,
+                                    "ha_group_lead_s": HA_LEAD_S},
                               audio={"device": "card", "keep_open_s": 30, "sync_late": late})
     settings = settings.model_copy(update={"chimes": ChimeSettings(dir=chimes)})
     stack.enter_context(daemon(settings, work / "agent.log",
@@ -94,6 +97,35 @@ def send(env: dict[str, str], *args: str) -> tuple[list[dict[str, Any]], str, in
     return finals, result.stderr, result.returncode
 
 
+def _group_entity(broker: Broker, cards: dict[str, ClockCard]) -> None:
+    """Home Assistant's part: the group notify entity's retained config (the broker keeps the
+    last member's; each member published the same bytes), its template rendered with jinja2 as
+    Home Assistant renders it (``now()``, ``tojson``), published: every member starts at once,
+    ``mqtt.ha_group_lead_s`` after the render."""
+    import datetime
+
+    import jinja2
+
+    topic = DiscoveryTopics("homeassistant", MEMBERS[0]).group_config("hall")
+    filters = [topic.as_filter(), *(NS.device(d).events.as_filter() for d in MEMBERS)]
+    with Recorder(broker.settings(), filters, "home-assistant") as ha:
+        config = ha.wait_json(topic, lambda p: "command_template" in p)
+        assert config["unique_id"] == "tts-agent-group-hall-speak", config
+        now = datetime.datetime.now(datetime.UTC)
+        rendered = jinja2.Environment().from_string(  # noqa: S701 (HA's does not escape)
+            config["command_template"]).render(value="Mind the gap.", now=lambda: now)
+        published = time.time()
+        ha.publish(Topic(config["command_topic"]), rendered.encode())
+        finals = [ha.wait_json(NS.device(d).events, lambda e, d=d: e.get("final") is True
+                               and e["device"] == d, timeout=60) for d in MEMBERS]
+    at_ms = int(now.timestamp() * 1000) + int(HA_LEAD_S * 1000)
+    assert all(f["event"] == "finished" and f["start_at_ms"] == at_ms and f["late_by_ms"] == 0
+               for f in finals), finals
+    starts = {device: gong_at(card, published) for device, card in cards.items()}
+    off = {device: round((start - at_ms / 1000) * 1000, 2) for device, start in starts.items()}
+    assert all(abs(ms) < PLACED_S * 1000 for ms in off.values()), off
+
+
 def gong_at(card: ClockCard, after: float) -> float:
     """When the first frame of the gong (the utterance's first) played after ``after``."""
     frames = card.frames()[:, 0]
@@ -105,7 +137,7 @@ def gong_at(card: ClockCard, after: float) -> float:
 
 @pytest.mark.slow
 def test_a_group_starts_together_and_late_members_join_or_skip(
-        hall: tuple[dict[str, ClockCard], dict[str, str]]) -> None:
+        hall: tuple[dict[str, ClockCard], dict[str, str]], mqtt_broker: Broker) -> None:
     cards, env = hall
     sent = time.time()
     finals, err, status = send(env, "speak", "Platform two for the fast train.", "--sync",
@@ -122,6 +154,10 @@ def test_a_group_starts_together_and_late_members_join_or_skip(
     starts = {device: gong_at(card, sent) for device, card in cards.items()}
     off = {device: round((start - at) * 1000, 2) for device, start in starts.items()}
     assert all(abs(ms) < PLACED_S * 1000 for ms in off.values()), off
+
+    # Home Assistant's group entity: one retained message (the same from every member) whose
+    # command template, rendered as Home Assistant does, is a synchronized speak to the group.
+    _group_entity(mqtt_broker, cards)
 
     # The fleet view measures each member's clock against this one with a ping.
     shown = agent_cli("fleet", "--group", "hall", "--probe", "always", env=env, timeout=120)
