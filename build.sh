@@ -267,12 +267,12 @@ cmd_test() {
   setup
   if needs_rabbitmq "$@"; then apt_packages "${TEST_APT_PACKAGES[@]}"; fi
   # Parallel (pytest-xdist): most integration tests wait on a broker, a daemon or a
-  # subprocess, so six workers per core; the unit tests alone only compute, one per core.
+  # subprocess, so four workers per core; the unit tests alone only compute, one per core.
   # TEST_WORKERS overrides (0: all in this process). Plain `--dist load`: pytest-xdist 3.8's
   # loadgroup/loadscope schedulers hang the run when a worker crashes
   # (pytest-dev/pytest-xdist#1378), where `load` reports the crash and goes on; it hands the
   # first-collected tests out first, and tests/conftest.py puts the `slow` ones first.
-  local workers=$(( $(nproc) * 6 ))
+  local workers=$(( $(nproc) * 4 ))
   if only_unit_tests "$@"; then workers="$(nproc)"; fi
   workers="${TEST_WORKERS:-$workers}"
   say "running the tests ($workers workers)"

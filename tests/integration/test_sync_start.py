@@ -35,6 +35,11 @@ from tests.support.clock_card import ClockCard
 pytestmark = pytest.mark.alsa
 
 PLACED_S = 0.015  # a start placed by ALSA's delay is within this; one ignoring it is a buffer off
+JOINED_S = 0.05
+"""A late join is placed when its skip is decided: a player thread held up by a busy machine
+between the decision and the write puts it later (46 ms once, under a 12-worker suite); one
+that ignored the delay or played from the beginning is a buffer (93 ms) or the whole lateness
+(300 ms) off."""
 
 
 def counting(seconds: float) -> np.ndarray:
@@ -96,7 +101,7 @@ def test_a_late_start_joins_at_the_sample_due_now(
     index, value = first_played(card, 0)
     assert value > 1, "a late start played the announcement from its beginning"
     # The frame it joined at plays when it would have, had the device been on time.
-    assert abs(card.due(index) - (at + (value - 1) / VOICE_RATE)) < PLACED_S
+    assert abs(card.due(index) - (at + (value - 1) / VOICE_RATE)) < JOINED_S
 
 
 def test_late_with_skip_does_not_play_and_all_past_does_not_either(
