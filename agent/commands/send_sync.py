@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from agent.commands import USAGE, CommandError
+from agent.settings.mqtt import DEFAULT_SYNC_LEAD_S, MAX_SYNC_LEAD_S
 
 if TYPE_CHECKING:
     from agent.mqtt.fleet_view import FleetView
@@ -24,11 +25,12 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_LEAD_S", "NETWORK_S", "add_options", "check_options", "choose_start",
            "register", "start_lines"]
 
-DEFAULT_LEAD_S = 3.0
-"""The lead when no member reports the one it needs (s)."""
+DEFAULT_LEAD_S = DEFAULT_SYNC_LEAD_S
+"""The lead when no member reports the one it needs (s): the settings' one default."""
 NETWORK_S = 0.3
 """Added to the members' own leads for the way through the broker (s)."""
-MAX_LEAD_S = 3600.0
+MAX_LEAD_S = MAX_SYNC_LEAD_S
+"""As far ahead as ``--lead`` may be (s): the settings' one bound."""
 SYNC_TARGET_MS = 20.0
 """How far apart the members' clocks may be before ``--sync`` warns (ms)."""
 

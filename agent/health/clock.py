@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import math
 import os
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agent.health.report import ClockReport, ControllerClock
@@ -54,12 +55,19 @@ Adjtimex = Callable[[Timex], tuple[int, int]]
 """Calls ``adjtimex`` on the buffer: (its return value, errno)."""
 
 
-def _libc_adjtimex(buf: Timex) -> tuple[int, int]:
-    """The C library's ``adjtimex`` (raises OSError/AttributeError where there is none)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    function = libc.adjtimex
+@functools.cache
+def _libc_function() -> Any:
+    """The C library's ``adjtimex``, looked up once (raises OSError/AttributeError where there
+    is none; a failed lookup is not cached and is tried again at the next report)."""
+    function = ctypes.CDLL(None, use_errno=True).adjtimex
     function.argtypes = (ctypes.POINTER(Timex),)
     function.restype = ctypes.c_int
+    return function
+
+
+def _libc_adjtimex(buf: Timex) -> tuple[int, int]:
+    """The C library's ``adjtimex`` on ``buf``: (its return value, errno)."""
+    function = _libc_function()
     ctypes.set_errno(0)
     result = int(function(ctypes.byref(buf)))
     return result, ctypes.get_errno()

@@ -115,7 +115,7 @@ def split_model(source: Path | bytes, measure: Measure | None = None, *,
 def _anchored_bytes(source: Path | bytes, max_bytes: int | None) -> bytes:
     """The serialized model, if it names one of :data:`CUT_ANCHORS`; raises :class:`SplitError`
     if not. Node names are plain strings in the serialized graph, so this is known without
-    importing onnx (the heaviest import of a start-up: ``bench/import_weight.py``)."""
+    importing onnx (a heavy import: ml_dtypes' extension comes with it)."""
     data = source if isinstance(source, bytes) else _read_bounded(source, max_bytes)
     if not any(anchor.encode() in data for anchor in CUT_ANCHORS):
         raise SplitError(_NO_ANCHOR)

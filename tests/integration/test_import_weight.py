@@ -1,7 +1,7 @@
 """Start-up weight, without timing anything: a one-shot ``synth`` of plain text (a fresh
 ``python -m agent`` process with the tiny voice) imports neither the SSML parser, nor
 num2words for a text without numbers, nor the other commands' modules (``send``, ``models``,
-``fleet``), nothing of MQTT, and not onnx (the heaviest import of all: the tiny voice's graph
+``fleet``), nothing of MQTT, and not onnx (a heavy import: the tiny voice's graph
 is not split, which its bytes tell); markup and a number bring theirs in.
 ``bench/import_weight.py`` measures what this locks in."""
 
