@@ -395,7 +395,9 @@ def test_an_audio_device_that_cannot_be_opened_degrades_from_the_start(
     with watch(mqtt_broker, "watch") as rec, daemon(settings, tmp_path / "agent.log",
                                                     env=notify.env()) as agent:
         ready = notify.receive_until("READY", timeout=60)
-        degraded = rec.wait_json(DEV.health, lambda h: h["state"] == "degraded")
+        # The report that names the device (under load one may first say 'mqtt disconnected').
+        degraded = rec.wait_json(DEV.health, lambda h: h["state"] == "degraded" and any(
+            r.startswith("audio device unavailable: ") for r in h["reasons"]))
         assert degraded["reasons"] == [
             r for r in degraded["reasons"] if r.startswith("audio device unavailable: ")]
         assert "no_such_pcm_device" in degraded["reasons"][0]
