@@ -261,6 +261,18 @@ def available_references() -> list[tuple[str, str]]:
     return refs
 
 
+def references(recorded: Path | None, common: list[str]) -> dict[str, dict[str, Any]]:
+    """The references' outputs: run live (piper-tts, and piper-phonemize where installed), or
+    the training phonemizer's, read from ``recorded`` (its lines must be the corpus's)."""
+    if recorded is None:
+        if _package_dir("piper") is None:
+            raise SystemExit("the reference runtime is missing: .venv/bin/pip install piper-tts")
+        return {key: _run_worker(["--worker", key, *common]) for key, _ in available_references()}
+    document = json.loads(recorded.read_text(encoding="utf-8"))
+    return {"training": {"version": document["version"], "package": document["package"],
+                         "lines": document["lines"], "words": document.get("words", {})}}
+
+
 def _run_worker(args: list[str]) -> dict[str, Any]:
     env = dict(os.environ)
     env.pop("TTS_AGENT_ESPEAK_LIBRARY", None)
@@ -313,6 +325,9 @@ def main(argv: list[str] | None = None) -> int:
                         metavar="KEY=LIBRARY:DATA",
                         help="one more build (terminators through the call where it has it)")
     parser.add_argument("--summary-only", action="store_true", help="skip the mismatch lists")
+    parser.add_argument("--reference-file", type=Path, metavar="FILE",
+                        help="score against the training ids recorded in FILE "
+                             "(bench/training_phonemes.py) instead of running the references")
     add_json_option(parser, "phoneme_parity")
     parser.add_argument("--worker", choices=["piper-tts", "training", "ours"],
                         help=argparse.SUPPRESS)
@@ -338,9 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.builds:
         wanted = set(args.builds.split(","))
         builds = [b for b in builds if b.key in wanted]
-    if _package_dir("piper") is None:
-        raise SystemExit("the reference runtime is missing: .venv/bin/pip install piper-tts")
-    refs = {key: _run_worker(["--worker", key, *common]) for key, _ in available_references()}
+    refs = references(args.reference_file, common)
     outputs = {}
     for build in builds:
         extra = ["--library", build.library] if build.library else []

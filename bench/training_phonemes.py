@@ -1,12 +1,13 @@
-"""The training phonemizer's ids for a sample of the parity corpus, for the integration test.
+"""The training phonemizer's ids for the parity corpus, recorded once as a reference.
 
     .venv/bin/python bench/training_phonemes.py [--every N] [--out FILE]
 
 Runs piper-phonemize 1.1.0 (the phonemizer the voice was trained with; bench-only, installed as
-docs/text.md#rerunning-the-parity-bench says) over every Nth line of
-``bench/corpus/parity.txt`` and writes each line's sentences and phoneme ids to
-``tests/fixtures/training_phonemes.json``, which tests/integration/test_espeak_builds.py
-compares the agent's default frontend with, so the test needs no reference package.
+docs/text.md#rerunning-the-parity-bench says) over ``bench/corpus/parity.txt`` (every Nth line;
+default all) and writes each line's sentences and phoneme ids, and each word's phonemes, to
+``tests/fixtures/training_phonemes.json``. tests/integration/test_espeak_builds.py compares the
+agent's default frontend with it, and ``bench/phoneme_parity.py --reference-file`` scores a
+platform with no piper-phonemize wheel for its Python (the platform matrix) against it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ OUT = ROOT / "tests" / "fixtures" / "training_phonemes.json"
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--every", type=int, default=4, help="take every Nth corpus line")
+    parser.add_argument("--every", type=int, default=1, help="take every Nth corpus line")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
     lines = [line.strip() for line in DEFAULT_CORPUS.read_text(encoding="utf-8").splitlines()]
@@ -33,8 +34,10 @@ def main(argv: list[str] | None = None) -> int:
         sample.write_text("\n".join(lines) + "\n", encoding="utf-8")
         ref = _run_worker(["--worker", "training", "--corpus", str(sample),
                            "--voice-dir", str(DEFAULT_VOICE_DIR)])
+    every = "every line" if args.every == 1 else f"every {args.every}th line"
     head = {"reference": f"{ref['package']} (espeak-ng {ref['version']})",
-            "corpus": f"{DEFAULT_CORPUS.relative_to(ROOT)}, every {args.every}th line"}
+            "package": ref["package"], "version": ref["version"],
+            "corpus": f"{DEFAULT_CORPUS.relative_to(ROOT)}, {every}", "words": ref["words"]}
     rows = [json.dumps({"text": line["text"], "sentences": line["sentences"],
                         "ids": line["ids"]}, ensure_ascii=False) for line in ref["lines"]]
     text = json.dumps(head, ensure_ascii=False)[:-1] + ', "lines": [\n' + ",\n".join(rows)

@@ -7,7 +7,8 @@ Opt-in, slow and root (see ``docs/platforms.md``; ``bench/platforms.py run`` run
 
 Each row: a cached ``mmdebstrap`` root (``tests/support/platforms.py``), copied, run under
 ``systemd-nspawn`` (aarch64 through qemu-user): ``git archive HEAD``, ``./build.sh`` as root,
-``check-config``, ``synth`` of a real sentence (length and level checked), ``./build.sh demo``,
+``check-config``, ``synth`` of a real sentence (length and level checked), the phoneme parity
+bench against the training phonemizer (≥ 95% identical), ``./build.sh demo``,
 the unit suite, a second ``./build.sh`` that must run no apt, and on x86_64 the root booted
 (``tests/support/nspawn.py``) with the service installed. Each step's outcome and time go into
 ``bench/results/platforms.json``; a row fails when one of its steps failed.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import datetime
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -64,7 +66,8 @@ class Row:
     def __init__(self, platform: roots.Platform, work: Path) -> None:
         self.platform, self.work, self.root = platform, work, work / "root"
         self.steps: dict[str, dict[str, Any]] = {}
-        self.facts: dict[str, Any] = {"python": None, "onnxruntime": None, "espeak_ng": None}
+        self.facts: dict[str, Any] = {"python": None, "onnxruntime": None, "espeak_ng": None,
+                                      "espeak_ng_system": None}
         self.unavailable: dict[str, str] | None = None
         self.log = work / "steps.log"
 
@@ -92,19 +95,13 @@ class Row:
 
     def record(self) -> None:
         commit = nspawn.run(["git", "-C", str(REPO), "rev-parse", "HEAD"]).stdout.strip()
-        emulation = qemu_version() if self.platform.emulated else None
+        emulation = roots.emulator_version() if self.platform.emulated else None
         _matrix_results().record_row(self.platform.name, {
             "platform": self.platform.title, "arch": {"amd64": "x86_64"}.get(
                 self.platform.arch, "aarch64"), "emulation": emulation,
             "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "commit": commit, **self.facts, "pins": list(self.platform.pins),
             "unavailable": self.unavailable, "steps": self.steps})
-
-
-def qemu_version() -> str:
-    out = nspawn.run(["qemu-aarch64-static", "--version"], check=False).stdout
-    found = re.search(r"version (\S+)", out)
-    return f"qemu-user {found.group(1) if found else 'unknown'}"
 
 
 def expect(done: subprocess.CompletedProcess[str], *needles: str) -> str:
@@ -146,6 +143,7 @@ def run_steps(row: Row) -> None:
         return f"{seconds:.2f} s of speech, RMS {rms:.3f} of full scale"
 
     row.step("synth", synth)
+    row.step("parity", lambda: parity(row))
     demo_start = "TTS_AGENT_DEMO_START_S=1800 " if row.platform.emulated else ""
     row.step("demo", lambda: expect(row.sh(f"{demo_start}./build.sh demo 2>&1", 1800),
                                     '"finished"', "done: the speech is in"))
@@ -174,6 +172,27 @@ def run_steps(row: Row) -> None:
         row.step("systemd", lambda: boot_and_install(row))
 
 
+PARITY_MIN = 95.0  # % of sentences whose ids are the training phonemizer's (#25)
+
+
+def parity(row: Row) -> str:
+    """The parity bench in the root: the agent's default espeak-ng build (and, for comparison,
+    the distribution's) against the training phonemizer's recorded ids."""
+    out = ".cache/matrix-parity.json"
+    expect(row.sh(".venv/bin/python bench/phoneme_parity.py --reference-file "
+                  "tests/fixtures/training_phonemes.json --builds default,system "
+                  f"--summary-only --json {out} 2>&1", 1800))
+    document = json.loads((row.root / SRC.lstrip("/") / out).read_text(encoding="utf-8"))
+    scores = {s["build"]: s for s in document["raw"]["scores"]}
+    share = {key: 100.0 * s["identical"] / max(1, s["sentences"]) for key, s in scores.items()}
+    row.facts["espeak_ng"] = scores["default"]["version"]
+    detail = "; ".join(f"{key} build (espeak-ng {scores[key]['version']}): {share[key]:.1f}% "
+                       f"identical ({scores[key]['identical']}/{scores[key]['sentences']})"
+                       for key in ("default", "system") if key in scores)
+    assert share["default"] >= PARITY_MIN, detail
+    return detail
+
+
 def versions(row: Row) -> dict[str, Any]:
     script = (".venv/bin/python -c 'import platform; print(platform.python_version())'; "
               ".venv/bin/python -c 'import onnxruntime; print(onnxruntime.__version__)'; "
@@ -181,7 +200,7 @@ def versions(row: Row) -> dict[str, Any]:
     lines = [*row.sh(script, 300).stdout.splitlines(), "", "", ""]
     espeak = re.search(r"eSpeak NG text-to-speech: (\S+)", lines[2])
     return {"python": lines[0].strip() or None, "onnxruntime": lines[1].strip() or None,
-            "espeak_ng": espeak.group(1) if espeak else None}
+            "espeak_ng_system": espeak.group(1) if espeak else None}
 
 
 def boot_and_install(row: Row) -> str:
@@ -238,7 +257,11 @@ def test_platform(platform: roots.Platform) -> None:
     nspawn.copy_tree(base, row.root)
     roots.prepare_root(platform, row.root)
     roots.copy_clean_checkout(row.root / SRC.lstrip("/"))
-    run_steps(row)
+    undo = roots.use_emulator() if platform.emulated else (lambda: None)
+    try:
+        run_steps(row)
+    finally:
+        undo()
     failed = {name: step["detail"] for name, step in row.steps.items()
               if step["status"] != "passed"}
     assert not failed, f"{platform.name}: {failed} (log: {row.log})"

@@ -4,15 +4,17 @@ Used by ``tests/platforms/`` (opt-in, ``TTS_AGENT_TEST_PLATFORMS=1``, root); see
 ``docs/platforms.md``. A root holds only what a fresh install of the release has (plus
 ``ca-certificates``): ``./build.sh`` inside it installs the project's own apt packages. Roots
 are built once and cached under ``.cache/platforms/`` (keyed by release, processor, mirror
-and package list); each run works in a copy. Foreign processors run under ``qemu-user``
-through binfmt (the kernel's, registered by the package ``qemu-user-static``).
+and package list); each run works in a copy. Foreign processors run under Debian 13's
+``qemu-user`` (:func:`emulator`), registered with the kernel's binfmt while a row runs.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +29,8 @@ PACKAGES = ("ca-certificates",)
 # This machine's clock is ahead of the mirror's Release files (their Valid-Until has passed).
 APT_OPTIONS = ('Acquire::Check-Valid-Until "false"',)
 TOOLS = {"mmdebstrap": "mmdebstrap", "systemd-nspawn": "systemd-container",
-         "qemu-aarch64-static": "qemu-user-static", "update-binfmts": "binfmt-support"}
+         "qemu-aarch64-static": "qemu-user-static", "update-binfmts": "binfmt-support",
+         "arch-test": "arch-test"}  # mmdebstrap wants it for a foreign root
 HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")
 CONSTRAINTS = "/etc/tts-matrix-constraints.txt"
 
@@ -83,6 +86,59 @@ def ensure_tools() -> None:
         run(["mount", "-t", "binfmt_misc", "binfmt_misc", str(binfmt)], check=False)
     if not (binfmt / "qemu-aarch64").exists():
         run(["update-binfmts", "--enable", "qemu-aarch64"], check=False)
+
+
+BINFMT = Path("/proc/sys/fs/binfmt_misc")
+HANDLER = "tts-matrix-aarch64"
+"""The binfmt handler the emulated rows register for aarch64 while they run."""
+AARCH64_MAGIC = (r"\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\xb7\x00",
+                 r"\xff\xff\xff\xff\xff\xff\xff\x00\xff\xff\xff\xff\xff\xff\xff\xff\xfe\xff\xff\xff")
+
+
+def emulator() -> Path:
+    """Debian 13's static qemu-aarch64 (qemu 10), fetched once with apt inside the Debian 13
+    x86_64 root and unpacked under the cache: the host's qemu-user 7.2 hangs in
+    ``import onnxruntime`` of 1.28 and later (docs/platforms.md)."""
+    out = CACHE / "qemu-trixie"
+    # qemu takes the binfmt P flag (argv[0] preserved) from this name of itself
+    binary = out / "x/usr/libexec/qemu-binfmt/aarch64-binfmt-P"
+    if binary.exists():
+        return binary
+    helper = base_root(next(p for p in PLATFORMS if p.name == "debian13-amd64"))
+    out.mkdir(parents=True, exist_ok=True)
+    run(nspawn_command(helper, "cd /out && apt-get update -qq && apt-get download -qq "
+                       "qemu-user", binds=(f"{out}:/out",), writable=True), timeout=900)
+    [deb] = out.glob("qemu-user_*.deb")
+    run(["dpkg-deb", "-x", str(deb), str(out / "x")])
+    deb.unlink()
+    return binary
+
+
+def emulator_version() -> str:
+    out = run([str(emulator().parents[2] / "bin/qemu-aarch64"), "--version"], check=False).stdout
+    found = re.search(r"version (\S+)", out)
+    return f"qemu-user {found.group(1) if found else 'unknown'}"
+
+
+def use_emulator() -> Callable[[], None]:
+    """Register :func:`emulator` as the aarch64 handler (the F flag: the kernel opens it now,
+    so no root needs a copy) and switch the host's ``qemu-aarch64`` off; returns the undo."""
+    binary, ours, host = emulator(), BINFMT / HANDLER, BINFMT / "qemu-aarch64"
+    if ours.exists():
+        ours.write_text("-1")
+    (BINFMT / "register").write_text(f":{HANDLER}:M::{AARCH64_MAGIC[0]}:{AARCH64_MAGIC[1]}:"
+                                     f"{binary}:PF")
+    host_was_on = host.exists() and host.read_text().startswith("enabled")
+    if host_was_on:
+        host.write_text("0")
+
+    def undo() -> None:
+        if ours.exists():
+            ours.write_text("-1")
+        if host_was_on and host.exists():
+            host.write_text("1")
+
+    return undo
 
 
 def root_path(platform: Platform) -> Path:
