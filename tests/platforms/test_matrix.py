@@ -149,7 +149,9 @@ def run_steps(row: Row) -> None:
                                     '"finished"', "done: the speech is in"))
 
     def unit() -> str:
-        done = row.sh(".venv/bin/python -m pytest tests/unit -q -p no:cacheprovider 2>&1",
+        # two workers (pytest-xdist, as ./build.sh test runs): under emulation each test's
+        # processes are many times slower, and the host has two cores
+        done = row.sh(".venv/bin/python -m pytest tests/unit -q -n 2 -p no:cacheprovider 2>&1",
                       3600)
         summary = (done.stdout.strip().splitlines() or ["no output"])[-1]
         failed = re.findall(r"^FAILED (\S+)", done.stdout, re.MULTILINE)
