@@ -70,6 +70,8 @@ class Row:
                                       "espeak_ng_system": None}
         self.unavailable: dict[str, str] | None = None
         self.log = work / "steps.log"
+        # the commit whose archive the root holds (HEAD may move while a row runs)
+        self.commit = nspawn.run(["git", "-C", str(REPO), "rev-parse", "HEAD"]).stdout.strip()
 
     def sh(self, script: str, timeout: float) -> subprocess.CompletedProcess[str]:
         """``script`` inside the root (not booted), in the checkout, output kept in the log."""
@@ -94,13 +96,12 @@ class Row:
         return status == "passed"
 
     def record(self) -> None:
-        commit = nspawn.run(["git", "-C", str(REPO), "rev-parse", "HEAD"]).stdout.strip()
         emulation = roots.emulator_version() if self.platform.emulated else None
         _matrix_results().record_row(self.platform.name, {
             "platform": self.platform.title, "arch": {"amd64": "x86_64"}.get(
                 self.platform.arch, "aarch64"), "emulation": emulation,
             "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-            "commit": commit, **self.facts, "pins": list(self.platform.pins),
+            "commit": self.commit, **self.facts, "pins": list(self.platform.pins),
             "unavailable": self.unavailable, "steps": self.steps})
 
 
@@ -258,7 +259,7 @@ def test_platform(platform: roots.Platform) -> None:
     row.root.mkdir()
     nspawn.copy_tree(base, row.root)
     roots.prepare_root(platform, row.root)
-    roots.copy_clean_checkout(row.root / SRC.lstrip("/"))
+    row.commit = roots.copy_clean_checkout(row.root / SRC.lstrip("/"))
     undo = roots.use_emulator() if platform.emulated else (lambda: None)
     try:
         run_steps(row)

@@ -188,13 +188,16 @@ def base_root(platform: Platform) -> Path:
     return root
 
 
-def copy_clean_checkout(target: Path) -> None:
-    """A clean copy of the checkout: ``git archive HEAD`` (nothing built, no venv, no voice)."""
+def copy_clean_checkout(target: Path) -> str:
+    """A clean copy of the checkout: ``git archive`` of HEAD (nothing built, no venv, no
+    voice); returns the commit copied."""
     target.mkdir(parents=True, exist_ok=True)
     archive = target.parent / "checkout.tar"
-    run(["git", "-C", str(REPO), "archive", "--format=tar", "-o", str(archive), "HEAD"])
+    commit = run(["git", "-C", str(REPO), "rev-parse", "HEAD"]).stdout.strip()
+    run(["git", "-C", str(REPO), "archive", "--format=tar", "-o", str(archive), commit])
     run(["tar", "-x", "-f", str(archive), "-C", str(target)])
     archive.unlink()
+    return commit
 
 
 def prepare_root(platform: Platform, root: Path) -> None:
