@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import math
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +23,11 @@ def test_the_struct_has_the_kernels_layout() -> None:
 
 def test_the_real_call_reads_the_clock() -> None:
     report = read_clock()
+    manager = Path("/run/host/container-manager")
+    if report["error"] and "EPERM" in report["error"] and manager.exists():
+        # systemd-nspawn's seccomp filter refuses adjtimex even read-only (the platform matrix
+        # runs the unit suite in such a container); the refusal is reported, as tested below
+        pytest.skip(f"a container that forbids adjtimex: {report['error']}")
     assert report["error"] is None, report
     assert isinstance(report["synchronized"], bool)
     for key in ("est_error_ms", "max_error_ms"):

@@ -21,7 +21,7 @@ HOUR = re.compile(r"(?<![\w:.,])(?P<hour>1[0-2]|0?[1-9])" + _MERIDIEM)
 _DOTTED = re.compile(r"(?<![\w:.,])(?P<hour>1[0-2]|0?[1-9])\.(?P<minute>[0-5]\d)"
                      r"(?P<second>)" + _MERIDIEM)
 """``7.30pm``: a dot between hour and minutes only with am/pm (else it is a decimal)."""
-_SPAN = r"\d{1,2}+(?::[0-5]\d)?+(?:\s?[AaPp]\.?[Mm](?!\w)\.?)?+"
+_SPAN = r"\d{1,2}+(?>(?::[0-5]\d)?)(?>(?:\s?[AaPp]\.?[Mm](?!\w)\.?)?)"
 _RANGE = re.compile(rf"(?<![\w:.,])(?P<a>{_SPAN})\s?[-–—]\s?(?P<b>{_SPAN})(?![\w:]|[.,]\d)")
 """Two times joined by a dash (``9am-5pm``, ``10:00–12:30``): "to" between them."""
 

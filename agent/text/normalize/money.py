@@ -39,7 +39,7 @@ _SCALES = {"thousand": "thousand", "k": "thousand", "million": "million", "m": "
            "mn": "million", "billion": "billion", "bn": "billion", "b": "billion",
            "trillion": "trillion"}
 
-_AMOUNT = r"(?P<whole>\d{1,3}+(?:,\d{3})++(?![\d,]\d)|\d++)(?:\.(?P<frac>\d++))?"
+_AMOUNT = r"(?P<whole>\d{1,3}+(?>(?:,\d{3})+)(?![\d,]\d)|\d++)(?:\.(?P<frac>\d++))?"
 _SCALE = r"(?:\s?(?P<scale>thousand|million|billion|trillion|(?i:mn|bn|[kmb]))(?![\w]))?"
 _SYMBOL = r"US\$|[$€£¥₹]"
 _CODE = "|".join(CODES)
@@ -113,7 +113,7 @@ def _as_adjective(m: re.Match[str], said: str) -> str:
     return said[:-len(plural)] + currency.major if said.endswith(plural) else said
 
 
-_SPAN = r"(?:\d{1,3}+(?:,\d{3})++|\d++)(?:\.\d++)?"
+_SPAN = r"(?:\d{1,3}+(?>(?:,\d{3})+)|\d++)(?:\.\d++)?"
 _RANGE = re.compile(rf"(?<![\w$€£¥₹])(?P<sym>[$€£¥₹])(?P<a>{_SPAN})\s?[-–—]\s?(?P=sym)?"
                     rf"(?P<b>{_SPAN})(?![\w/]|[.,]\d)")
 """``$5-$10``, ``$5-10``, ``£5–£8``: each amount with its symbol, "to" between."""

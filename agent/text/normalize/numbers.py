@@ -16,7 +16,7 @@ from agent.text.normalize.options import NormalizeOptions
 
 __all__ = ["ascii_digits", "cardinals", "decimals", "ordinals"]
 
-_WHOLE = r"(?:\d{1,3}+(?:,\d{3})++(?![\d,]\d)|\d++)"
+_WHOLE = r"(?:\d{1,3}+(?>(?:,\d{3})+)(?![\d,]\d)|\d++)"
 """Digits with thousands separators (``1,250``), or plain digits."""
 
 _ORDINAL = re.compile(rf"(?<![\w.,])({_WHOLE})(st|nd|rd|th)\b", re.IGNORECASE)

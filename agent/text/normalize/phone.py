@@ -24,11 +24,12 @@ _NANP = re.compile(r"(?<![\w+(-])(?P<country>\+?1[\s.-]|\+1)?(?:\((?P<area1>\d{3
                    r"(?P<area2>\d{3})[\s.-])(?P<exchange>\d{3})[\s.-](?P<line>\d{4})(?![\w-]|\.\d)")
 _LOCAL = re.compile(r"(?<![\w.,:/+-])(?P<exchange>\d{3})-(?P<line>\d{4})(?![\w-]|[.,]\d)")
 _INTERNATIONAL = re.compile(r"(?<![\w+])\+(?P<groups>\d{1,3}(?:[ .-]\d{1,4}){1,5})(?![\w]|[.-]\d)")
-_TRUNK = re.compile(r"(?<![\w.,:/+-])(?P<number>0\d{2,4}+(?:[ -]\d{3,4}+){1,2}+)(?![\w-]|[.,]\d)")
+_TRUNK = re.compile(r"(?<![\w.,:/+-])(?P<number>0\d{2,4}+(?>(?:[ -]\d{3,4}+){1,2}))"
+                    r"(?![\w-]|[.,]\d)")
 """A national number with its leading zero, in groups (``0800 123 4567``, ``020 7946 0958``)."""
 _DIALED = re.compile(r"(?i:\b(?:call|dial|phone|tel|telephone|text|fax|ring)\b\.?:?)\s"
-                     r"(?P<number>\d{2,15}+(?:[ .-]\d{2,6}+){0,4}+)"
-                     r"(?P<more>(?:,?\s(?:or|and)\s\d{2,15}+){0,3}+)(?![\w]|[.,-]\d)")
+                     r"(?P<number>\d{2,15}+(?>(?:[ .-]\d{2,6}+){0,4}))"
+                     r"(?P<more>(?>(?:,?\s(?:or|and)\s\d{2,15}+){0,3}))(?![\w]|[.,-]\d)")
 
 
 _SHORT_CODE = re.compile(r"(?i:\b(?:text|txt|send|sms)\s)(?P<word>[A-Za-z0-9]{1,12}\s(?:to|on)\s)"

@@ -15,7 +15,7 @@ from agent.text.normalize.options import NormalizeOptions
 
 __all__ = ["fractions", "percent", "ranges"]
 
-_NUM = r"\d{1,3}+(?:,\d{3})++(?![\d,]\d)|\d++(?:\.\d++)?"
+_NUM = r"\d{1,3}+(?>(?:,\d{3})+)(?![\d,]\d)|\d++(?:\.\d++)?"
 _NTH = r"(?:st|nd|rd|th)"
 _RANGE = re.compile(rf"(?<![\w.,/:-])(?P<a>{_NUM})(?P<sa>{_NTH})?(?P<dash>\s?[–—]\s?|-|\s-\s)"
                     rf"(?P<b>{_NUM})(?P<sb>{_NTH})?(?![\w/:]|[-–—]\d|[.,]\d)")

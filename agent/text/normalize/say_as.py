@@ -24,8 +24,8 @@ _SYMBOLS = {"-": "dash", ".": "dot", "@": "at", "_": "underscore", "/": "slash",
 _LETTER_A = "eh"
 """espeak-ng reads a lone ``a`` as the article; ``eh`` is the letter's name (``eɪ``)."""
 
-_NUMBER = re.compile(r"(?P<sign>[-−+])?(?P<n>\d{1,3}+(?:,\d{3})++|\d++)(?:\.(?P<frac>\d++))?")
-_ORDINAL = re.compile(r"(?P<n>\d{1,3}+(?:,\d{3})++|\d++)(?:st|nd|rd|th)?", re.IGNORECASE)
+_NUMBER = re.compile(r"(?P<sign>[-−+])?(?P<n>\d{1,3}+(?>(?:,\d{3})+)|\d++)(?:\.(?P<frac>\d++))?")
+_ORDINAL = re.compile(r"(?P<n>\d{1,3}+(?>(?:,\d{3})+)|\d++)(?:st|nd|rd|th)?", re.IGNORECASE)
 _PHONE = re.compile(r"\+?[\d\s().-]++")
 _DATE_FORMATS = ("mdy", "dmy", "ymd", "md", "dm", "my", "ym", "y", "m", "d")
 _MONTH_NAMES = {name.lower(): n for n, name in enumerate(dates.MONTHS, 1)} | {

@@ -50,7 +50,8 @@ _PER = {"h": "hour", "hr": "hour", "s": "second", "sec": "second", "min": "minut
         "m²": "square meter", "m2": "square meter", "kWh": "kilowatt hour", "gal": "gallon",
         "mi": "mile", "ft": "foot", "lb": "pound"}
 
-_NUMBER = r"(?P<sign>[-−]|minus\s)?(?P<number>(?:\d{1,3}+(?:,\d{3})++(?![\d,]\d)|\d++)(?:\.\d++)?)"
+_NUMBER = (r"(?P<sign>[-−]|minus\s)?"
+           r"(?P<number>(?:\d{1,3}+(?>(?:,\d{3})+)(?![\d,]\d)|\d++)(?:\.\d++)?)")
 _NAMES = "|".join(sorted((re.escape(u) for u in UNITS), key=len, reverse=True))
 _PERS = "|".join(sorted((re.escape(u) for u in _PER), key=len, reverse=True))
 _UNIT = re.compile(rf"(?<![\w.,/]){_NUMBER}\s?(?P<unit>{_NAMES})(?:/(?P<per>{_PERS}))?"
