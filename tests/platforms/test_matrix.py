@@ -145,6 +145,8 @@ def run_steps(row: Row) -> None:
 
     row.step("synth", synth)
     row.step("parity", lambda: parity(row))
+    if row.platform.emulated:
+        row.step("profile", lambda: board_profiles(row, agent))
     demo_start = "TTS_AGENT_DEMO_START_S=1800 " if row.platform.emulated else ""
     row.step("demo", lambda: expect(row.sh(f"{demo_start}./build.sh demo 2>&1", 1800),
                                     '"finished"', "done: the speech is in"))
@@ -173,6 +175,23 @@ def run_steps(row: Row) -> None:
     row.step("rebuild", rebuild)
     if not row.platform.emulated:
         row.step("systemd", lambda: boot_and_install(row))
+
+
+BOARDS = {"rpi4-trixie": "rpi4", "rpi5-trixie": "rpi5"}  # fixture root: the profile it must get
+
+
+def board_profiles(row: Row, agent: str) -> str:
+    """``profile --sysroot`` under emulation picks the board from the root's own files (#25
+    item 4): the Raspberry Pi 4 and 5 trixie fixtures; and what the bare root itself gets."""
+    chosen = {}
+    for fixture in [*BOARDS, ""]:
+        where = f" --sysroot tests/fixtures/sysroots/{fixture}" if fixture else ""
+        done = row.sh(f"{agent} profile --json{where}", 600)
+        expect(done)
+        chosen[fixture or "the root itself"] = json.loads(done.stdout)["profile"]
+    wrong = {key: got for key, got in chosen.items() if key in BOARDS and got != BOARDS[key]}
+    assert not wrong, f"chose {wrong}, expected {BOARDS}"
+    return ", ".join(f"{key}: {got}" for key, got in chosen.items())
 
 
 PARITY_MIN = 95.0  # % of sentences whose ids are the training phonemizer's (#25)
