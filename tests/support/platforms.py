@@ -125,14 +125,13 @@ def use_emulator() -> Callable[[], None]:
         ours.write_text("-1")
     (BINFMT / "register").write_text(f":{HANDLER}:M::{AARCH64_MAGIC[0]}:{AARCH64_MAGIC[1]}:"
                                      f"{binary}:PF")
-    host_was_on = host.exists() and host.read_text().startswith("enabled")
-    if host_was_on:
+    if host.exists():
         host.write_text("0")
 
-    def undo() -> None:
+    def undo() -> None:  # the host's handler on again (on is how ensure_tools leaves it)
         if ours.exists():
             ours.write_text("-1")
-        if host_was_on and host.exists():
+        if host.exists():
             host.write_text("1")
 
     return undo
