@@ -93,22 +93,26 @@ AARCH64_MAGIC = (r"\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x
 
 
 def emulator() -> Path:
-    """Debian 13's static qemu-aarch64 (qemu 10), fetched once with apt inside the Debian 13
-    x86_64 root and unpacked under the cache: the host's qemu-user 7.2 hangs in
-    ``import onnxruntime`` of 1.28 and later (docs/platforms.md)."""
+    """Debian 13's static qemu-aarch64 (qemu 10), fetched once (:func:`trixie_package`): the
+    host's qemu-user 7.2 dies in ``import onnxruntime`` of 1.28 and later (docs/platforms.md)."""
     out = CACHE / "qemu-trixie"
     # qemu takes the binfmt P flag (argv[0] preserved) from this name of itself
-    binary = out / "x/usr/libexec/qemu-binfmt/aarch64-binfmt-P"
-    if binary.exists():
-        return binary
+    binary = out / "usr/libexec/qemu-binfmt/aarch64-binfmt-P"
+    if not binary.exists():
+        trixie_package("qemu-user", out)
+    return binary
+
+
+def trixie_package(package: str, out: Path) -> None:
+    """Debian 13's ``package``, fetched with apt inside the Debian 13 x86_64 root (the Debian 12
+    host has no such release in its sources) and unpacked into ``out``."""
     helper = base_root(next(p for p in PLATFORMS if p.name == "debian13-amd64"))
     out.mkdir(parents=True, exist_ok=True)
     run(nspawn_command(helper, "cd /out && apt-get update -qq && apt-get download -qq "
-                       "qemu-user", binds=(f"{out}:/out",), writable=True), timeout=900)
-    [deb] = out.glob("qemu-user_*.deb")
-    run(["dpkg-deb", "-x", str(deb), str(out / "x")])
+                       f"{package}", binds=(f"{out}:/out",), writable=True), timeout=900)
+    [deb] = out.glob(f"{package}_*.deb")
+    run(["dpkg-deb", "-x", str(deb), str(out)])
     deb.unlink()
-    return binary
 
 
 def emulator_version() -> str:
@@ -154,17 +158,11 @@ def mmdebstrap_args(platform: Platform, target: Path, keyring: Path | None = Non
 
 def ubuntu_keyring() -> Path:
     """Ubuntu's archive keyring from Debian's own package ``ubuntu-keyring`` (Debian 13 has it,
-    the Debian 12 host does not), fetched once with apt inside the Debian 13 root."""
+    the Debian 12 host does not), fetched once (:func:`trixie_package`)."""
     out = CACHE / "ubuntu-keyring"
     gpg = out / "usr/share/keyrings/ubuntu-archive-keyring.gpg"
-    if gpg.exists():
-        return gpg
-    helper = base_root(next(p for p in PLATFORMS if p.name == "debian13-amd64"))
-    out.mkdir(parents=True, exist_ok=True)
-    run(nspawn_command(helper, "cd /out && apt-get update -qq && apt-get download -qq "
-                       "ubuntu-keyring", binds=(f"{out}:/out",), writable=True), timeout=600)
-    [deb] = out.glob("ubuntu-keyring_*.deb")
-    run(["dpkg-deb", "-x", str(deb), str(out)])
+    if not gpg.exists():
+        trixie_package("ubuntu-keyring", out)
     return gpg
 
 
