@@ -4,7 +4,8 @@
 
 Runs piper-phonemize 1.1.0 (the phonemizer the voice was trained with; bench-only, installed as
 docs/text.md#rerunning-the-parity-bench says) over ``bench/corpus/parity.txt`` (every Nth line;
-default all) and writes each line's sentences and phoneme ids, and each word's phonemes, to
+default all) and writes each line's sentences, phoneme ids and clauses, and each word's
+phonemes (what the bench's diagnosis of a mismatch reads), to
 ``tests/fixtures/training_phonemes.json``. tests/integration/test_espeak_builds.py compares the
 agent's default frontend with it, and ``bench/phoneme_parity.py --reference-file`` scores a
 platform with no piper-phonemize wheel for its Python (the platform matrix) against it.
@@ -38,8 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     head = {"reference": f"{ref['package']} (espeak-ng {ref['version']})",
             "package": ref["package"], "version": ref["version"],
             "corpus": f"{DEFAULT_CORPUS.relative_to(ROOT)}, {every}", "words": ref["words"]}
-    rows = [json.dumps({"text": line["text"], "sentences": line["sentences"],
-                        "ids": line["ids"]}, ensure_ascii=False) for line in ref["lines"]]
+    rows = [json.dumps({key: line[key] for key in ("text", "sentences", "ids", "clauses")},
+                       ensure_ascii=False) for line in ref["lines"]]
     text = json.dumps(head, ensure_ascii=False)[:-1] + ', "lines": [\n' + ",\n".join(rows)
     args.out.write_text(text + "\n]}\n", encoding="utf-8")
     print(f"{len(rows)} lines from {head['reference']} in {args.out}")
