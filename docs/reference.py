@@ -239,8 +239,9 @@ def _config_intro() -> list[str]:
         ("Unknown keys and sections are errors, so a typo never falls back to a default; so is "
          "a `TTS_AGENT_` variable that names no setting (`TTS_AGENT_DEVICEID`: did you mean "
          "`TTS_AGENT_DEVICE_ID`?), apart from `TTS_AGENT_ESPEAK_LIBRARY`, "
-         "`TTS_AGENT_ESPEAK_DATA` and the tests' `TTS_AGENT_TEST_*` and benches' "
-         "`TTS_AGENT_BENCH_*`. " if extra == "forbid" else "") +
+         "`TTS_AGENT_ESPEAK_DATA`, `./build.sh demo`'s `TTS_AGENT_DEMO_START_S` and the "
+         "tests' `TTS_AGENT_TEST_*` and benches' `TTS_AGENT_BENCH_*`. "
+         if extra == "forbid" else "") +
         "Each problem is one line naming where it came from (the file or the variable) and the "
         "setting; values are not shown (numbers out of bounds apart), so secrets never are. "
         "`tts-agent check-config` prints the effective settings (secrets masked), or the "

@@ -33,9 +33,10 @@ from agent.settings.wyoming import WyomingSettings
 
 DEFAULT_CONFIG_PATH = Path("/etc/tts-agent/agent.toml")
 ENV_PREFIX = "TTS_AGENT_"
-OTHER_VARIABLES = ("ESPEAK_LIBRARY", "ESPEAK_DATA", "TEST_*", "BENCH_*")
-"""``TTS_AGENT_`` variables that are not settings (espeak-ng's location; the tests' and benches'
-switches): after the prefix, these names or these prefixes (``*``)."""
+OTHER_VARIABLES = ("ESPEAK_LIBRARY", "ESPEAK_DATA", "DEMO_START_S", "TEST_*", "BENCH_*")
+"""``TTS_AGENT_`` variables that are not settings (espeak-ng's location; how long
+``./build.sh demo`` waits; the tests' and benches' switches): after the prefix, these names or
+these prefixes (``*``)."""
 
 
 class Settings(BaseSettings):
