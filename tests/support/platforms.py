@@ -85,6 +85,8 @@ def ensure_tools() -> None:
         run(["update-binfmts", "--enable", "qemu-aarch64"], check=False)
 
 
+EMULATED_CPU = "cortex-a76"
+"""The processor the aarch64 rows emulate: the Raspberry Pi 5's (a Pi 4 has the older A72)."""
 BINFMT = Path("/proc/sys/fs/binfmt_misc")
 HANDLER = "tts-matrix-aarch64"
 """The binfmt handler the emulated rows register for aarch64 while they run."""
@@ -118,7 +120,7 @@ def trixie_package(package: str, out: Path) -> None:
 def emulator_version() -> str:
     out = run([str(emulator().parents[2] / "bin/qemu-aarch64"), "--version"], check=False).stdout
     found = re.search(r"version (\S+)", out)
-    return f"qemu-user {found.group(1) if found else 'unknown'}"
+    return f"qemu-user {found.group(1) if found else 'unknown'}, {EMULATED_CPU}"
 
 
 def use_emulator() -> Callable[[], None]:
@@ -207,6 +209,10 @@ def nspawn_command(root: Path, script: str, *, binds: tuple[str, ...] = (),
            "LANG": "C.UTF-8", "HOME": "/root", "DEBIAN_FRONTEND": "noninteractive",
            "PIP_CERT": "/etc/tts-host-ca.crt", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
            "PIP_DEFAULT_TIMEOUT": "180",
+           # Under emulation, the processor a Raspberry Pi 5 has (a native root ignores it):
+           # qemu's default "max" adds SVE2 and SME, where numpy's matrix products (OpenBLAS)
+           # came out wrong, NaN at times, from one call to the next (docs/platforms.md).
+           "QEMU_CPU": EMULATED_CPU,
            **({"PIP_CONSTRAINT": CONSTRAINTS} if (root / CONSTRAINTS.lstrip("/")).exists() else {})}
     return ["systemd-nspawn", "--quiet", "--register=no", "--keep-unit", "--pipe",
             f"--directory={root}", "--resolv-conf=copy-host", "--timezone=off",
