@@ -10,6 +10,7 @@ and package list); each run works in a copy. Foreign processors run under Debian
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import re
@@ -125,22 +126,42 @@ def emulator_version() -> str:
 
 def use_emulator() -> Callable[[], None]:
     """Register :func:`emulator` as the aarch64 handler (the F flag: the kernel opens it now,
-    so no root needs a copy) and switch the host's ``qemu-aarch64`` off; returns the undo."""
+    so no root needs a copy) and switch the host's ``qemu-aarch64`` off; returns the undo.
+    Emulated rows may run at once (one process each): each holds a file under the cache, and
+    the last one out restores the host's handler."""
     binary, ours, host = emulator(), BINFMT / HANDLER, BINFMT / "qemu-aarch64"
-    if ours.exists():
-        ours.write_text("-1")
-    (BINFMT / "register").write_text(f":{HANDLER}:M::{AARCH64_MAGIC[0]}:{AARCH64_MAGIC[1]}:"
-                                     f"{binary}:PF")
-    if host.exists():
-        host.write_text("0")
+    users = CACHE / "emulator-users"
+    users.mkdir(parents=True, exist_ok=True)
+    mine = users / str(os.getpid())
+    with (CACHE / "emulator.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not ours.exists():
+            (BINFMT / "register").write_text(f":{HANDLER}:M::{AARCH64_MAGIC[0]}:"
+                                             f"{AARCH64_MAGIC[1]}:{binary}:PF")
+        if host.exists():
+            host.write_text("0")
+        mine.touch()
 
     def undo() -> None:  # the host's handler on again (on is how ensure_tools leaves it)
-        if ours.exists():
-            ours.write_text("-1")
-        if host.exists():
-            host.write_text("1")
+        with (CACHE / "emulator.lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            mine.unlink(missing_ok=True)
+            if any(_alive(int(other.name)) for other in users.iterdir() if other.name.isdigit()):
+                return
+            if ours.exists():
+                ours.write_text("-1")
+            if host.exists():
+                host.write_text("1")
 
     return undo
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def root_path(platform: Platform) -> Path:
