@@ -147,7 +147,10 @@ def run_steps(row: Row) -> None:
     row.step("parity", lambda: parity(row))
     if row.platform.emulated:
         row.step("profile", lambda: board_profiles(row, agent))
-    demo_start = "TTS_AGENT_DEMO_START_S=1800 " if row.platform.emulated else ""
+    # Under emulation the agent is some hundred times slower than on a board: the demo waits
+    # longer for it to start, and its first audio may come after the 60 s an utterance waits.
+    demo_start = ("TTS_AGENT_DEMO_START_S=1800 TTS_AGENT_AUDIO__PRODUCER_TIMEOUT_S=1800 "
+                  "TTS_AGENT_HEALTH__STALL_S=1800 " if row.platform.emulated else "")
     row.step("demo", lambda: expect(row.sh(f"{demo_start}./build.sh demo 2>&1", 1800),
                                     '"finished"', "done: the speech is in"))
 
