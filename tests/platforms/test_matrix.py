@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from agent.text import espeak_fetch
 from tests.support import REPO, nspawn
 from tests.support import platforms as roots
 
@@ -233,12 +234,12 @@ def boot_and_install(row: Row) -> str:
     from local wheels (the booted machine has a private network) and it speaks to a file PCM."""
     wheels = "/var/cache/tts-matrix-wheels"
     # the training espeak-ng's wheel too, as docs/operations.md says for an offline install
-    tag = "manylinux_2_28_" + ("x86_64" if row.platform.arch == "amd64" else "aarch64")
+    tag, _ = espeak_fetch.WHEELS["x86_64" if row.platform.arch == "amd64" else "aarch64"]
     expect(row.sh(f"rm -rf {wheels} && .venv/bin/python -m pip wheel -q --wheel-dir {wheels} "
                   f"'.[voice]' pip 'setuptools>=77' wheel && rm -f {wheels}/edge_tts_agent-* && "
                   f".venv/bin/python -m pip download -q --no-deps --only-binary=:all: "
                   f"--platform {tag} --python-version 3.11 --implementation cp -d {wheels} "
-                  "piper-phonemize==1.1.0", 1800))
+                  f"'{espeak_fetch.REQUIREMENT}'", 1800))
     sink = "/dev/shm/tts-sink.raw"
     (row.root / "etc/asound.conf").write_text(
         f'pcm.!default {{ type file slave.pcm {{ type null }} file "{sink}" format "raw" }}\n')
