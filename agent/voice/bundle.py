@@ -13,12 +13,12 @@ import hashlib
 import io
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeVar
 
 from agent import jsonbound
 from agent.fsutil import atomic_write
@@ -31,15 +31,24 @@ from agent.voice.bundle_files import (
     reading,
     staged_target,
 )
-from agent.voice.files import UnsafeFileError, hash_handle, open_regular, read_exact, read_handle
-from agent.voice.graph_scan import ModelFacts, scan_model
+from agent.voice.files import (
+    HashingReader,
+    UnsafeFileError,
+    hash_handle,
+    open_regular,
+    read_exact,
+    read_handle,
+)
+from agent.voice.graph_scan import ModelFacts, Stream, scan_model
 
 __all__ = [
     "DEFAULT_MAX_FILE_BYTES", "MANIFEST_NAME", "MAX_BUNDLE_ENTRIES", "Bundle", "BundleError",
-    "ModelFacts", "check_sha256", "installed_voices", "opened_model", "read_bundle",
+    "ModelFacts", "check_model", "check_sha256", "installed_voices", "opened_model", "read_bundle",
     "read_manifest", "read_model", "read_verified", "resolve_bundle_dir", "sha256_file",
-    "verify_bundle", "write_manifest",
+    "verify_bundle", "verify_model", "write_manifest",
 ]
+
+_T = TypeVar("_T")
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_FORMAT = 1
@@ -242,6 +251,36 @@ def read_model(bundle: Bundle, variant: str,
         if digest != bundle.sha256[name]:
             raise BundleError(f"{path}: sha256 does not match the manifest")
         return data, scan_model(io.BytesIO(data), size)
+
+
+def check_model(bundle: Bundle, variant: str, opened: BinaryIO | None = None) -> None:
+    """Raise :class:`BundleError` unless the model of ``variant`` matches its manifest sha256:
+    hashed as it streams past, none of it held (a session from the optimised-model cache
+    needs no copy of the model: a lower peak RSS, ``bench/daemon_startup.py``). From
+    ``opened``'s start when the caller holds it open."""
+    _stream_model(bundle, variant, opened, lambda stream, size: None)
+
+
+def verify_model(bundle: Bundle, variant: str, opened: BinaryIO | None = None) -> ModelFacts:
+    """The model's :class:`ModelFacts`, scanned in the same streamed pass that matched its
+    bytes to the manifest (:func:`check_model`): the facts are those of the hashed bytes."""
+    return _stream_model(bundle, variant, opened, scan_model)
+
+
+def _stream_model(bundle: Bundle, variant: str, opened: BinaryIO | None,
+                  scan: Callable[[Stream, int], _T]) -> _T:
+    name = bundle.model_path(variant).name
+    if name not in bundle.sha256:
+        raise BundleError(f"{bundle.dir / MANIFEST_NAME}: {name} has no sha256 entry")
+    path, size = bundle.dir / name, bundle.sizes[name]
+    with reading(path), (open_regular(path) if opened is None else nullcontext(opened)) as handle:
+        handle.seek(0)
+        stream = HashingReader(path, handle, size)
+        found = scan(stream, size)
+        digest = stream.finish()
+    if digest != bundle.sha256[name]:
+        raise BundleError(f"{path}: sha256 does not match the manifest")
+    return found
 
 
 def read_verified(bundle: Bundle, name: str, limit: int) -> bytes:

@@ -18,8 +18,8 @@ from typing import BinaryIO
 
 from agent.fsutil import UnsafeFileError, file_kind, open_regular
 
-__all__ = ["BLOCK", "UnsafeFileError", "file_kind", "hash_exact", "hash_handle", "open_regular",
-           "read_exact", "read_handle"]
+__all__ = ["BLOCK", "HashingReader", "UnsafeFileError", "file_kind", "hash_exact", "hash_handle",
+           "open_regular", "read_exact", "read_handle"]
 
 BLOCK = 1 << 20
 """Bytes read at a time while hashing."""
@@ -74,6 +74,51 @@ def read_exact(path: Path, size: int) -> tuple[bytes, str]:
     with open_regular(path) as handle:
         data = _exact(path, handle, size, digest, keep=True)
     return data, digest.hexdigest()
+
+
+class HashingReader:
+    """Exactly ``size`` bytes of ``handle`` (opened on ``path``, from its current position),
+    read once front to back with every byte hashed as it passes: :meth:`read`, and forward
+    :meth:`seek` (a skip reads what it passes over into the hash, never into memory); then
+    :meth:`finish` hashes the rest and checks the length. A parser reading through it sees the
+    very bytes that were hashed, and none of them is held
+    (:func:`agent.voice.bundle.verify_model`)."""
+
+    def __init__(self, path: Path, handle: BinaryIO, size: int) -> None:
+        self._path, self._handle, self._size = path, handle, size
+        self._digest = hashlib.sha256()
+        self._pos = 0
+
+    def read(self, count: int = -1) -> bytes:
+        left = self._size - self._pos
+        data = self._handle.read(left if count < 0 else min(count, left))
+        self._digest.update(data)
+        self._pos += len(data)
+        return data
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        target = offset if whence == 0 else self._pos + offset if whence == 1 else -1
+        if target < self._pos:
+            raise OSError(f"{self._path}: only forward seeks while hashing")
+        self._pos += _read_upto(self._handle, min(target, self._size) - self._pos, self._digest,
+                                keep=False)[0]
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
+
+    def finish(self) -> str:
+        """Hash what was not read yet; the hex sha256 of all ``size`` bytes. Raises
+        :class:`UnsafeFileError` for a file shorter or longer than ``size``."""
+        self._pos += _read_upto(self._handle, self._size - self._pos, self._digest,
+                                keep=False)[0]
+        if self._pos < self._size:
+            raise UnsafeFileError(f"{self._path}: {self._pos} bytes, shorter than the "
+                                  f"{self._size} the manifest gives")
+        if self._handle.read(1):
+            raise UnsafeFileError(f"{self._path}: longer than the {self._size} bytes the "
+                                  "manifest gives")
+        return self._digest.hexdigest()
 
 
 def read_handle(path: Path, handle: BinaryIO, size: int) -> tuple[bytes, str]:

@@ -14,16 +14,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from typing import Protocol
 
 __all__ = ["MAX_DEPTH", "MAX_FIELDS", "ExternalDataError", "GraphScanError", "ModelFacts",
-           "scan_model"]
+           "Stream", "scan_model"]
 
 MAX_FIELDS = 2_000_000
 """Protobuf fields a model may have; a Piper voice has a small fraction of this."""
 MAX_DEPTH = 24
 """Nesting of messages (subgraphs in subgraphs); a Piper voice nests a few levels."""
 _MAX_NAME = 4096
+_CHUNK = 1 << 16
 _PASS_THROUGH = frozenset({"DequantizeLinear", "Identity", "Cast"})
 """Nodes between the embedding's initializer and its Gather (our int8 recipe's, for one)."""
 
@@ -49,6 +50,14 @@ _ATTR_INT = 3
 _INTS: dict[int, frozenset[int]] = {
     _TENSOR: frozenset({_TENSOR_DIMS, _TENSOR_LOCATION}), _ATTR: frozenset({_ATTR_INT}),
 }
+
+
+class Stream(Protocol):
+    """What the scan reads from: a binary file, or a reader that hashes what passes."""
+
+    def read(self, count: int, /) -> bytes: ...
+
+    def seek(self, offset: int, whence: int = 0, /) -> int: ...
 
 
 class GraphScanError(Exception):
@@ -79,18 +88,26 @@ class _Message:
 
 
 class _Reader:
-    def __init__(self, handle: BinaryIO, size: int, keep: Callable[[int, int], bool]) -> None:
+    """The wire format, read through a buffer of :data:`_CHUNK` bytes (most fields are a few
+    bytes: one ``read`` per field would cost more than the scan); payloads beyond the buffer
+    are skipped with a relative ``seek``."""
+
+    def __init__(self, handle: Stream, size: int, keep: Callable[[int, int], bool]) -> None:
         self.handle, self.size, self.pos, self.fields = handle, size, 0, 0
         self.keep = keep
         """``keep(kind, depth)``: whether the children of a message are kept (only the main
         graph's are: deeper ones are only checked)."""
+        self.buffer, self.at = b"", 0
 
     def byte(self) -> int:
-        data = self.handle.read(1)
-        if not data:
-            raise GraphScanError("truncated protobuf")
+        if self.at >= len(self.buffer):
+            self.buffer, self.at = self.handle.read(min(_CHUNK, self.size - self.pos)), 0
+            if not self.buffer:
+                raise GraphScanError("truncated protobuf")
+        value = self.buffer[self.at]
+        self.at += 1
         self.pos += 1
-        return data[0]
+        return value
 
     def varint(self) -> int:
         result = shift = 0
@@ -104,7 +121,10 @@ class _Reader:
                 raise GraphScanError("malformed varint")
 
     def read(self, count: int) -> bytes:
-        data = self.handle.read(count)
+        data = self.buffer[self.at:self.at + count]
+        self.at += len(data)
+        if len(data) < count:
+            data += self.handle.read(count - len(data))
         if len(data) != count:
             raise GraphScanError("truncated protobuf")
         self.pos += count
@@ -113,7 +133,12 @@ class _Reader:
     def skip(self, count: int) -> None:
         if self.pos + count > self.size:
             raise GraphScanError("a field runs past the end of the file")
-        self.handle.seek(count, 1)
+        buffered = len(self.buffer) - self.at
+        if count <= buffered:
+            self.at += count
+        else:
+            self.handle.seek(count - buffered, 1)
+            self.buffer, self.at = b"", 0
         self.pos += count
 
 
@@ -189,7 +214,7 @@ def _refuse_external(tensor: _Message, number: int) -> None:
                          "is not covered by the manifest, so it is refused")
 
 
-def scan_model(handle: BinaryIO, size: int) -> ModelFacts:
+def scan_model(handle: Stream, size: int) -> ModelFacts:
     """The :class:`ModelFacts` of the ONNX model of ``size`` bytes in ``handle`` (read from its
     current position). Raises :class:`ExternalDataError` for external data; a file that is not
     a well-formed model gets facts that say nothing (onnxruntime refuses it with its reason)."""
@@ -201,7 +226,7 @@ def scan_model(handle: BinaryIO, size: int) -> ModelFacts:
         return ModelFacts(None, predicts_durations=False)
 
 
-def _scan(handle: BinaryIO, size: int) -> ModelFacts:
+def _scan(handle: Stream, size: int) -> ModelFacts:
 
     def keep(kind: int, depth: int) -> bool:
         return (kind == _MODEL and depth == 0) or (kind in (_GRAPH, _NODE) and depth <= 2)

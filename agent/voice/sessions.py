@@ -10,6 +10,7 @@ later loads neither import ``onnx`` nor measure again.
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +20,7 @@ import numpy as np
 
 from agent.hardware.runtime import RuntimeOptions
 from agent.logs import get_logger
-from agent.voice.bundle import BundleError
+from agent.voice.bundle import BundleError, ModelFacts
 from agent.voice.memory import trim_heap
 from agent.voice.onnx_session import CacheOutcome, build_session_options, create_session
 from agent.voice.split import DECODE_INPUT, LATENT_INPUT, DecoderGraph, SplitError, split_model
@@ -29,9 +30,10 @@ __all__ = ["VoiceSession", "open_session"]
 
 log = get_logger(__name__)
 
-PAD_KEY, HOP_KEY = "agent.stream_pad", "agent.stream_hop"
+PAD_KEY, HOP_KEY, FACTS_KEY = "agent.stream_pad", "agent.stream_hop", "agent.model_facts"
 """Graph metadata: the measured window padding (latent frames; "none" = no exact padding) and
-the audio samples per latent frame."""
+the audio samples per latent frame; the model's :class:`ModelFacts` (JSON), scanned from the
+bytes the graph was made from, so a later load needs no scan of the model."""
 _PROBE_FEEDS: Mapping[str, np.ndarray] = {
     "input": np.asarray([[1, 8, 2]], dtype=np.int64),
     "input_lengths": np.asarray([3], dtype=np.int64),
@@ -62,6 +64,9 @@ class VoiceSession:
     cache: CacheOutcome = "off"
     """What the optimised-model cache did at load: ``hit`` = nothing was built or measured
     (``tts-agent prepare`` fills the cache before a first start)."""
+    facts: ModelFacts | None = None
+    """The model's facts as recorded in the switchable graph when it was built from the
+    verified model (None: not recorded, the caller scans the model)."""
 
     def audio(self, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
         """Mono float audio of a whole sentence."""
@@ -85,7 +90,8 @@ class VoiceSession:
 
 
 def open_session(model_path: Path, runtime: RuntimeOptions, model_sha256: str | None, *,
-                 split: bool, model_bytes: Callable[[], bytes] | None = None) -> VoiceSession:
+                 split: bool, model_bytes: Callable[[], bytes] | None = None,
+                 model_facts: Callable[[], ModelFacts] | None = None) -> VoiceSession:
     """The session for the model at ``model_path``: switchable when ``split`` is asked for and
     the graph is a Piper VITS graph, else the whole graph. Streaming is an optimisation: when
     the switchable graph cannot be made or loaded, the voice still loads whole (logged), never
@@ -95,11 +101,12 @@ def open_session(model_path: Path, runtime: RuntimeOptions, model_sha256: str | 
     it raises :class:`~agent.voice.bundle.BundleError` for a model that does not match its
     manifest); it is asked only when the optimised-model cache lacks what is needed, and
     both the switchable graph and the whole one are made from what it returned, never from the
-    file. Without it, onnxruntime reads ``model_path`` (tools that load a file they made)."""
+    file. Without it, onnxruntime reads ``model_path`` (tools that load a file they made).
+    ``model_facts`` gives those bytes' facts, recorded in a switchable graph it builds."""
     source = functools.cache(model_bytes) if model_bytes is not None else None
     if split:
         try:
-            return _split_session(model_path, runtime, model_sha256, source)
+            return _split_session(model_path, runtime, model_sha256, source, model_facts)
         except BundleError:
             raise
         except SplitError as exc:
@@ -113,12 +120,15 @@ def open_session(model_path: Path, runtime: RuntimeOptions, model_sha256: str | 
 
 
 def _split_session(model_path: Path, runtime: RuntimeOptions, model_sha256: str | None,
-                   source: Callable[[], bytes] | None) -> VoiceSession:
+                   source: Callable[[], bytes] | None,
+                   facts: Callable[[], ModelFacts] | None) -> VoiceSession:
     built: list[bool] = []
 
     def build() -> bytes:
         built.append(True)
-        return split_model(model_path if source is None else source(), _measure)
+        graph = model_path if source is None else source()
+        recorded = {} if facts is None else {FACTS_KEY: _facts_text(facts())}
+        return split_model(graph, lambda decoder: {**_measure(decoder), **recorded})
 
     outcome: list[CacheOutcome] = []
     session, provider = create_session(model_path, runtime, model_sha256, part=CACHE_PART,
@@ -135,9 +145,29 @@ def _split_session(model_path: Path, runtime: RuntimeOptions, model_sha256: str 
         raise SplitError(f"cached graph's latent has no fixed frame shape: {frame_shape}")
     voice = VoiceSession(session, provider, split=True, frame_shape=frame_shape,
                          hop=int(hop_text), pad=None if pad_text == "none" else int(pad_text),
-                         cache=outcome[-1] if outcome else "off")
+                         cache=outcome[-1] if outcome else "off",
+                         facts=_recorded_facts(meta.get(FACTS_KEY)))
     log.info("voice_split", model=str(model_path), pad=voice.pad, hop=voice.hop)
     return voice
+
+
+def _facts_text(facts: ModelFacts) -> str:
+    return json.dumps({"symbols": facts.symbols, "predicts_durations": facts.predicts_durations})
+
+
+def _recorded_facts(text: str | None) -> ModelFacts | None:
+    """The facts a cached graph records, or None (none recorded, or not in this form)."""
+    try:
+        data = json.loads(text) if text is not None else None
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    symbols, durations = data.get("symbols"), data.get("predicts_durations")
+    if not (symbols is None or (type(symbols) is int and symbols > 0)) \
+            or type(durations) is not bool:
+        return None
+    return ModelFacts(symbols, predicts_durations=durations)
 
 
 def _measure(decoder: DecoderGraph) -> dict[str, str]:

@@ -94,7 +94,8 @@ def split_model(source: Path | bytes, measure: Measure | None = None, *,
     result = helper.make_model(whole, opset_imports=list(model.opset_import),
                                producer_name=model.producer_name)
     result.ir_version = model.ir_version
-    result.metadata_props.extend(model.metadata_props)
+    result.metadata_props.extend(p for p in model.metadata_props  # agent.* only from measure
+                                 if not p.key.startswith("agent."))
     if measure is not None:
         reads = _reads(decoder_nodes)
         alone = helper.make_graph(
@@ -107,8 +108,7 @@ def split_model(source: Path | bytes, measure: Measure | None = None, *,
         probe = helper.make_model(alone, opset_imports=list(model.opset_import))
         probe.ir_version = model.ir_version
         for key, value in measure(DecoderGraph(probe.SerializeToString(), frame_shape)).items():
-            entry = result.metadata_props.add()
-            entry.key, entry.value = key, value
+            result.metadata_props.add(key=key, value=value)
     return bytes(result.SerializeToString())
 
 

@@ -16,7 +16,7 @@ import functools
 import itertools
 import math
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,12 +32,13 @@ from agent.voice.bundle import (
     Bundle,
     BundleError,
     ModelFacts,
+    check_model,
     opened_model,
     read_bundle,
-    read_model,
     read_verified,
 )
 from agent.voice.config import MAX_CONFIG_BYTES, VoiceConfig, VoiceLoadError
+from agent.voice.model_source import ModelSource
 from agent.voice.onnx_session import pin_current_thread
 from agent.voice.options import VoiceOptions
 from agent.voice.sessions import VoiceSession, open_session
@@ -106,11 +107,10 @@ class Voice:
     """One voice variant, loaded and warm. Thread-safe: ``synthesize`` may run concurrently."""
 
     def __init__(self, bundle: Bundle, options: VoiceOptions | None = None, *,
-                 verified: Callable[[], tuple[bytes, ModelFacts]] | None = None,
+                 source: ModelSource | None = None,
                  config: VoiceConfig | None = None) -> None:
-        """``verified``, when given, returns the model's bytes, read once and matched to its
-        sha256, and their facts (:func:`~agent.voice.bundle.read_model`), and raises
-        :class:`BundleError` otherwise (see :meth:`load`); onnxruntime loads those bytes, never
+        """``source`` checks the model against its sha256 and gives its verified bytes and
+        facts (see :class:`ModelSource` and :meth:`load`); onnxruntime loads those bytes, never
         the file. Without it, the model is read and checked here. ``config`` is the voice
         config parsed from the bytes that matched the manifest; without it, it is read (and
         hashed) here."""
@@ -135,8 +135,7 @@ class Voice:
         # while onnxruntime builds the session, which releases the GIL: off the start-up path.
         with ThreadPoolExecutor(1, thread_name_prefix="frontend") as pool:
             frontend = pool.submit(build_frontend, self.config, options)
-            self.engine = self._open_engine(verified or (lambda: read_model(bundle,
-                                                                            self.variant)))
+            self.engine = self._open_engine(source or ModelSource(bundle, self.variant))
             self.frontend = frontend.result()
         self.session, self.provider = self.engine.session, self.engine.provider
         self._check_signature()
@@ -164,12 +163,11 @@ class Voice:
     def load(cls, bundle_dir: Path, options: VoiceOptions | None = None) -> Voice:
         """Load the bundle in ``bundle_dir``, verified against its manifest.
 
-        The model is read once into memory, hashed and scanned on a helper thread while
-        onnxruntime builds the session from the optimised-model cache (both release the GIL,
-        so a second core takes the hashing off the start-up path); on a cache miss onnxruntime
-        builds the session from those very bytes once they matched, and nothing runs before
-        they did. A model rewritten in place or renamed over during the load changes nothing
-        that loads: the file is opened once and read once (docs/voices.md).
+        The model file is opened once and hashed as it streams past on a helper thread while
+        onnxruntime builds the session from the optimised-model cache, none of it held; no
+        voice serves before it matched. On a cache miss it is read into memory, matched again,
+        and onnxruntime builds from those very bytes. A model rewritten in place or renamed
+        over during the load changes nothing that loads (docs/voices.md).
         """
         options = options or VoiceOptions()
         try:
@@ -178,8 +176,9 @@ class Voice:
             config = cls.read_config(bundle)  # small: hashed before it is parsed
             with opened_model(bundle, options.variant) as handle, \
                     ThreadPoolExecutor(1, thread_name_prefix="sha256") as pool:
-                hashing = pool.submit(read_model, bundle, options.variant, handle)
-                return cls(bundle, options, verified=hashing.result, config=config)
+                hashing = pool.submit(check_model, bundle, options.variant, handle)
+                return cls(bundle, options, source=ModelSource(
+                    bundle, options.variant, handle, hashing.result), config=config)
         except BundleError as exc:
             raise VoiceLoadError(str(exc)) from exc
 
@@ -189,23 +188,26 @@ class Voice:
         path = bundle.config_path
         return VoiceConfig.from_bytes(read_verified(bundle, path.name, MAX_CONFIG_BYTES), path)
 
-    def _open_engine(self, verified: Callable[[], tuple[bytes, ModelFacts]]) -> VoiceSession:
+    def _open_engine(self, source: ModelSource) -> VoiceSession:
         """The onnxruntime session of the chosen model (switchable when the voice streams),
-        built from the bytes ``verified`` returns (a session from the optimised-model cache
-        needs none; they are checked all the same). The bytes are dropped when it returns."""
+        built from the verified bytes ``source`` reads; a session from the optimised-model
+        cache needs none, and the model is only hashed then, never held. Its facts come from
+        the cached graph's record, else from the bytes read, else from a streamed scan."""
         model_path = self.bundle.model_path(self.variant)
-        verified = functools.cache(verified)  # read once, whoever asks
+        read = functools.cache(source.read)  # read once, whoever asks
         try:
             engine = open_session(model_path, self.options.runtime,
                                   self.bundle.sha256.get(model_path.name),
                                   split=self.options.stream_first_frames > 0,
-                                  model_bytes=lambda: verified()[0])
+                                  model_bytes=lambda: read()[0], model_facts=lambda: read()[1])
         except BundleError:
             raise
         except Exception as exc:  # onnxruntime raises its own exception types
             detail = " ".join(str(exc).split())  # one line: onnxruntime's may span several
             raise VoiceLoadError(f"{model_path}: onnxruntime cannot load it: {detail}") from exc
-        self.facts = verified()[1]
+        source.checked()  # a cache hit serves nothing the model file does not match
+        self.facts = (engine.facts if engine.facts is not None
+                      else read()[1] if read.cache_info().currsize else source.facts())
         return engine
 
     def _plan_windows(self) -> WindowPlan | None:

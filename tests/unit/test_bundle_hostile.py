@@ -222,14 +222,14 @@ def test_a_model_renamed_over_after_its_hash_is_never_read(
     import agent.voice.voice as voice_module
 
     other = make_tiny_voice.build_bundle(tmp_path, gain=0.05, bundle=tmp_path / "other")
-    checked = voice_module.read_model
+    checked = voice_module.check_model
 
     def check_then_swap(*args: Any) -> Any:
-        facts = checked(*args)
+        result = checked(*args)
         os.replace(other / MODEL, tiny_voice_dir / MODEL)
-        return facts
+        return result
 
-    monkeypatch.setattr(voice_module, "read_model", check_then_swap)
+    monkeypatch.setattr(voice_module, "check_model", check_then_swap)
     voice = Voice.load(tiny_voice_dir, VoiceOptions(stream_first_frames=0))
     ids = voice.frontend.ids(voice.sentences("Hello.")[0])
     peak = float(abs(voice.ids_to_audio(ids, SynthesisParams(noise_scale=0.0))).max())
