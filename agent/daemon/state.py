@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agent.logs import get_logger
-from agent.mqtt.journal import JOURNAL_NAME
-from agent.settings.paths import device_state_dir
+from agent.settings.paths import JOURNAL_NAME, device_state_dir
 
 if TYPE_CHECKING:
     from agent.settings import Settings

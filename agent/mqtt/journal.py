@@ -28,7 +28,7 @@ from agent.mqtt.protocol import FINAL_EVENTS
 from agent.mqtt.repeats import RECENT_IDS, RECENT_TTL_S
 from agent.mqtt.tracker import OpenRefused
 from agent.pipeline.jobs import SpeakJob
-from agent.settings.paths import device_state_dir
+from agent.settings.paths import JOURNAL_NAME, device_state_dir
 from agent.text.document import looks_like_ssml
 
 if TYPE_CHECKING:
@@ -41,9 +41,6 @@ __all__ = ["JOURNAL_NAME", "MAX_ENDED_BYTES", "Replay", "RequestJournal"]
 
 log = get_logger(__name__)
 
-JOURNAL_NAME = "requests.journal"
-"""The journal's file name in ``<cache.dir>/devices/<device_id>/`` when ``mqtt.journal.file``
-is unset (an older agent's, in ``cache.dir`` itself, is moved there: :mod:`agent.daemon.state`)."""
 COMPACT_MIN_BYTES = 64 * 1024
 """The file is not compacted below this size."""
 MAX_ENDED_BYTES = 1024 * 1024

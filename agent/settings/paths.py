@@ -20,6 +20,7 @@ from pydantic import AfterValidator
 __all__ = [
     "INSTALLED_CACHE_DIR",
     "INSTALLED_MODELS_DIR",
+    "JOURNAL_NAME",
     "AbsPath",
     "PromPath",
     "SecretPath",
@@ -30,6 +31,12 @@ __all__ = [
     "device_state_dir",
     "path_rule",
 ]
+
+JOURNAL_NAME = "requests.journal"
+"""The request journal's file name in ``<cache.dir>/devices/<device_id>/`` when
+``mqtt.journal.file`` is unset (an older agent's, in ``cache.dir`` itself, is moved there:
+:mod:`agent.daemon.state`). Here, not in :mod:`agent.mqtt.journal`, so that claiming the
+device's state before the default voice starts loading imports no MQTT code."""
 
 PROJECT_NAME = "edge-tts-agent"
 INSTALLED_MODELS_DIR = Path("/var/lib/tts-agent/models")

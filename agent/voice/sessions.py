@@ -42,7 +42,7 @@ _PROBE_FEEDS: Mapping[str, np.ndarray] = {
 }
 """Values for the voice's own inputs while its decoder is measured (the decoder branch may read
 some of them)."""
-CACHE_PART = "switch-3"
+CACHE_PART = "switch-4"
 """Names the switchable graph in the optimised-model cache; a new form of it gets a new name."""
 _FRONT = np.asarray(False)
 _DECODE = np.asarray(True)
