@@ -36,7 +36,8 @@ JOURNAL_NAME = "requests.journal"
 """The request journal's file name in ``<cache.dir>/devices/<device_id>/`` when
 ``mqtt.journal.file`` is unset (an older agent's, in ``cache.dir`` itself, is moved there:
 :mod:`agent.daemon.state`). Here, not in :mod:`agent.mqtt.journal`, so that claiming the
-device's state before the default voice starts loading imports no MQTT code."""
+device's state before the default voice starts loading imports neither the journal nor the
+MQTT protocol."""
 
 PROJECT_NAME = "edge-tts-agent"
 INSTALLED_MODELS_DIR = Path("/var/lib/tts-agent/models")

@@ -52,3 +52,16 @@ def test_plain_synth_imports_only_what_it_uses(tiny_voice_dir: Path, tmp_path: P
                            "<speak>Gate <break time='200ms'/> 12 is open.</speak>")
     assert {"agent.text.ssml", "defusedxml", "num2words"} <= marked
     assert not any(m.startswith(("agent.commands.send", "agent.mqtt")) for m in marked)
+
+
+def test_the_daemon_claims_its_state_before_it_imports_the_journal() -> None:
+    """``run`` claims the device's state and then starts loading the default voice; what it
+    imports until then delays that load, so the claim brings in no journal or MQTT protocol."""
+    code = ("import json, sys\nimport agent.daemon.state, agent.library.voices, "
+            "agent.mqtt.credentials\nprint(json.dumps(sorted(sys.modules)))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(CODE)}, timeout=60, check=True)
+    modules = set(json.loads(done.stdout))
+    assert "agent.daemon.state" in modules
+    assert not modules & {"agent.mqtt.journal", "agent.mqtt.protocol", "agent.mqtt.client",
+                          "paho", "agent.pipeline.worker"}
