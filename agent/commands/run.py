@@ -47,8 +47,8 @@ def run(args: argparse.Namespace) -> int:
         state = claim_state(settings)
     except StateInUse as exc:
         raise CommandError(str(exc), status=CONFLICT) from None
-    # The default voice starts loading now, on a helper thread: onnxruntime builds its session
-    # without the GIL while this thread imports the rest of the daemon (MQTT, audio, health).
+    # The default voice starts loading now, on a helper thread, while this thread imports the
+    # rest of the daemon (MQTT, audio, health): import nothing before it that it does not need.
     profile = profile_or_reason(settings)
     voices = VoiceLibrary.for_settings(settings, profile=profile[0])
     preloading = voices.preload()

@@ -89,8 +89,9 @@ class _Message:
 
 class _Reader:
     """The wire format, read through a buffer of :data:`_CHUNK` bytes (most fields are a few
-    bytes: one ``read`` per field would cost more than the scan); payloads beyond the buffer
-    are skipped with a relative ``seek``."""
+    bytes: through a Python-level stream such as :class:`agent.voice.files.HashingReader`, one
+    ``read`` per field would cost more than the scan); payloads beyond the buffer are skipped
+    with a relative ``seek``."""
 
     def __init__(self, handle: Stream, size: int, keep: Callable[[int, int], bool]) -> None:
         self.handle, self.size, self.pos, self.fields = handle, size, 0, 0

@@ -131,8 +131,7 @@ class Voice:
         self.max_clause_phonemes = options.max_clause_phonemes
         self.facts = ModelFacts(None, predicts_durations=False)
         """What the model's graph showed (:mod:`agent.voice.graph_scan`)."""
-        # The text frontend (espeak-ng, the normalizer's import) is built on a helper thread
-        # while onnxruntime builds the session, which releases the GIL: off the start-up path.
+        # The text frontend (espeak-ng, the normalizer) is built while the session loads.
         with ThreadPoolExecutor(1, thread_name_prefix="frontend") as pool:
             frontend = pool.submit(build_frontend, self.config, options)
             self.engine = self._open_engine(source or ModelSource(bundle, self.variant))
@@ -190,9 +189,9 @@ class Voice:
 
     def _open_engine(self, source: ModelSource) -> VoiceSession:
         """The onnxruntime session of the chosen model (switchable when the voice streams),
-        built from the verified bytes ``source`` reads; a session from the optimised-model
-        cache needs none, and the model is only hashed then, never held. Its facts come from
-        the cached graph's record, else from the bytes read, else from a streamed scan."""
+        built from the verified bytes ``source`` reads (a cache hit reads none: the model is
+        hashed, never held); its facts from those bytes, the cached graph's record, or a
+        streamed scan, each once the model matched its sha256."""
         model_path = self.bundle.model_path(self.variant)
         read = functools.cache(source.read)  # read once, whoever asks
         try:
@@ -205,9 +204,10 @@ class Voice:
         except Exception as exc:  # onnxruntime raises its own exception types
             detail = " ".join(str(exc).split())  # one line: onnxruntime's may span several
             raise VoiceLoadError(f"{model_path}: onnxruntime cannot load it: {detail}") from exc
-        source.checked()  # a cache hit serves nothing the model file does not match
-        self.facts = (engine.facts if engine.facts is not None
-                      else read()[1] if read.cache_info().currsize else source.facts())
+        if engine.facts is not None and not read.cache_info().currsize:
+            source.checked()  # a hit serves nothing the model file does not match
+        self.facts = (read()[1] if read.cache_info().currsize  # those bytes matched
+                      else engine.facts or source.facts())  # the scan matches what it scans
         return engine
 
     def _plan_windows(self) -> WindowPlan | None:
